@@ -1,0 +1,18 @@
+# find_package(TorchNeuron) for libtorch programs. Defines the imported target
+# TorchNeuron::torch_neuron (libtorch_neuron.so with its headers; brings in Torch).
+#
+#   cmake -DCMAKE_PREFIX_PATH="$(python -m torch_neuron cmake-prefix-path)" ..
+#
+# This file is installed as torch_neuron/share/cmake/TorchNeuron/TorchNeuronConfig.cmake.
+include(CMakeFindDependencyMacro)
+find_dependency(Torch)
+
+get_filename_component(_TORCH_NEURON_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+if(NOT TARGET TorchNeuron::torch_neuron)
+  add_library(TorchNeuron::torch_neuron SHARED IMPORTED)
+  set_target_properties(TorchNeuron::torch_neuron PROPERTIES
+    IMPORTED_LOCATION "${_TORCH_NEURON_PREFIX}/lib/libtorch_neuron.so"
+    INTERFACE_INCLUDE_DIRECTORIES "${_TORCH_NEURON_PREFIX}/include"
+    INTERFACE_LINK_LIBRARIES "${TORCH_LIBRARIES}")
+endif()
+set(TorchNeuron_FOUND TRUE)

@@ -1,0 +1,53 @@
+// Allocating ops: empty and empty_strided on a neuron device, from the caching HBM allocator.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "runtime/DeviceAllocator.h"
+#include "runtime/Runtime.h"
+
+namespace torch_neuron {
+namespace {
+
+c10::Device target_device(std::optional<c10::Device> device) {
+  const auto index = resolve_device(device.has_value() ? device->index() : -1);
+  check_device_index(index);
+  return c10::Device(kNeuron, index);
+}
+
+void check_layout(std::optional<c10::Layout> layout) {
+  TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
+              "neuron supports only strided (dense) tensors, got layout ", *layout,
+              "; convert sparse tensors with .to_dense() first");
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_layout(layout);
+  const c10::DeviceGuard guard(target_device(device));
+  return at::detail::empty_generic(size, &device_allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_layout(layout);
+  const c10::DeviceGuard guard(target_device(device));
+  return at::detail::empty_strided_generic(size, stride, &device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+}
+
+}  // namespace torch_neuron

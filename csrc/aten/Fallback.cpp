@@ -1,0 +1,33 @@
+// The boxed CPU fallback: any ATen op without a neuron kernel runs on the CPU. ATen's
+// cpu_fallback copies the arguments to the host, runs the CPU kernel and copies results back;
+// those copies go through our copy kernel, so the simulated clock is charged the host round
+// trip. Here the op is counted (get_fallback_ops()) or, with TORCH_NEURON_FALLBACK=error,
+// refused.
+#include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "aten/OpTracking.h"
+
+namespace torch_neuron {
+namespace {
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  std::string name = schema.name();
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  TORCH_CHECK(!fallback_is_error(), "operator ", name,
+              " has no neuron kernel and would fall back to the CPU, which "
+              "TORCH_NEURON_FALLBACK=error forbids. Unset TORCH_NEURON_FALLBACK (or call "
+              "torch_neuron.set_fallback_error(False)) to allow CPU fallback.");
+  count_fallback_op(name);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+}  // namespace torch_neuron

@@ -1,0 +1,55 @@
+// Writing a constant (fill_, zero_) and reading one element back (_local_scalar_dense, behind
+// .item() and Python's float()/bool() of a tensor).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/fill.h>
+#include <ATen/ops/zero.h>
+#include <torch/library.h>
+
+#include <trnsim/transfer.h>
+
+#include "aten/HostView.h"
+#include "aten/Launch.h"
+#include "aten/OpTracking.h"
+#include "runtime/Runtime.h"
+#include "runtime/Stream.h"
+
+namespace torch_neuron {
+namespace {
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  host_view(self).fill_(value);
+  launch_streaming("aten::fill_", self, self.nbytes());
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports a 0-dimensional value tensor, but got one "
+              "with ", value.dim(), " dimension(s)");
+  // Reading a neuron scalar is a device-to-host copy of one element, charged as such.
+  return fill_scalar(self, value.item());
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  current_queue(self.device().index())
+      .launch("aten::_local_scalar_dense",
+              trnsim::copy_duration_ns(system().instance(), trnsim::CopyKind::DeviceToHost,
+                                       self.element_size()));
+  count_executed_op("aten::_local_scalar_dense");
+  return at::_local_scalar_dense(host_view(self));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
+  m.impl("zero_", TORCH_FN(zero_));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace torch_neuron

@@ -1,0 +1,13 @@
+// Simulated HBM is host memory, so a neuron tensor's data can be read and written by ATen's CPU
+// kernels through a CPU tensor that aliases it: same bytes, sizes, strides and offset.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace torch_neuron {
+
+// A CPU tensor aliasing `tensor`'s memory. It does not own the memory: keep `tensor` alive while
+// the view is used. CPU tensors and undefined tensors are returned unchanged.
+at::Tensor host_view(const at::Tensor& tensor);
+
+}  // namespace torch_neuron

@@ -1,0 +1,96 @@
+// torch_neuron._C: the Python binding. Only glue lives here; behaviour is in the runtime.
+#include <ATen/Context.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <trnsim/instance.h>
+
+#include "aten/OpTracking.h"
+#include "runtime/Runtime.h"
+#include "runtime/Stream.h"
+#include "runtime/Generator.h"
+
+namespace py = pybind11;
+
+namespace torch_neuron {
+namespace {
+
+py::dict instance_info() {
+  const auto& inst = system().instance();
+  const auto& chip = *inst.chip;
+  py::dict d;
+  d["name"] = inst.name;
+  d["chip"] = chip.name;
+  d["core_version"] = chip.core_version;
+  d["chips"] = inst.chips;
+  d["cores"] = inst.core_count();
+  d["logical_cores_per_chip"] = inst.logical_cores_per_chip;
+  d["physical_cores_per_logical"] = inst.physical_cores_per_logical();
+  d["hbm_bytes_per_core"] = inst.hbm_bytes_per_core();
+  d["hbm_gbps_per_chip"] = chip.hbm_gbps;
+  d["bf16_tflops_per_chip"] = chip.bf16_tflops;
+  d["fp32_tflops_per_chip"] = chip.fp32_tflops;
+  d["fp8_tflops_per_chip"] = chip.fp8_tflops;
+  d["tensor_engine_ghz"] = chip.tensor_ghz;
+  d["vector_engine_ghz"] = chip.vector_ghz;
+  d["scalar_engine_ghz"] = chip.scalar_ghz;
+  d["gpsimd_engine_ghz"] = chip.gpsimd_ghz;
+  d["sbuf_bytes_per_core"] = chip.sbuf_bytes_per_core * inst.physical_cores_per_logical();
+  d["psum_bytes_per_core"] = chip.psum_bytes_per_core * inst.physical_cores_per_logical();
+  d["link_gbps_per_chip"] = chip.link_gbps;
+  return d;
+}
+
+py::dict device_info(c10::DeviceIndex index) {
+  auto& dev = device(resolve_device(index));
+  py::dict d = instance_info();
+  d["index"] = dev.index();
+  d["core"] = dev.core();
+  d["chip_index"] = dev.chip();
+  return d;
+}
+
+}  // namespace
+}  // namespace torch_neuron
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_neuron;
+  using torch::wrap_pybind_function;  // turns c10 errors into the matching Python exceptions
+  m.doc() = "torch_neuron native bindings (internal; use torch.neuron and torch_neuron)";
+
+  m.def("_device_count", wrap_pybind_function([] { return int(visible_device_count()); }));
+  m.def("_current_device", wrap_pybind_function([] { return int(current_device()); }));
+  m.def("_set_device", wrap_pybind_function([](int index) { set_current_device(index); }));
+  m.def("_exchange_device", wrap_pybind_function([](int index) {
+          const auto old = current_device();
+          if (index >= 0 && index != old) set_current_device(index);
+          return int(old);
+        }));
+  m.def("_is_in_bad_fork", wrap_pybind_function(&in_bad_fork));
+  // Checks the device and, on first use, arms the fork guard (see in_bad_fork()).
+  m.def("_init_device", wrap_pybind_function([](int index) { device(resolve_device(index)); }));
+  m.def("_synchronize", wrap_pybind_function([](int index) {
+          return device(resolve_device(index)).synchronize_ns();
+        }));
+  m.def("_stream_clock_ns", wrap_pybind_function([](int index, int64_t stream_id) {
+          const c10::Device dev(kNeuron, resolve_device(index));
+          return queue_of(c10::Stream(c10::Stream::UNSAFE, dev, stream_id)).now_ns();
+        }));
+  m.def("_instance_info", wrap_pybind_function(&instance_info));
+  m.def("_device_info", wrap_pybind_function([](int index) { return device_info(index); }));
+  m.def("_instance_names", wrap_pybind_function([] {
+          std::vector<std::string> names;
+          for (const auto& spec : trnsim::instance_table()) names.push_back(spec.name);
+          return names;
+        }));
+  m.def("_default_generator", wrap_pybind_function([](int index) {
+          return py::reinterpret_steal<py::object>(
+              THPGenerator_initDefaultGenerator(default_generator(resolve_device(index))));
+        }));
+  m.def("_executed_ops", wrap_pybind_function(&executed_ops));
+  m.def("_fallback_ops", wrap_pybind_function(&fallback_ops));
+  m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));
+  m.def("_set_fallback_error", wrap_pybind_function(&set_fallback_error));
+  m.def("_fallback_is_error", wrap_pybind_function(&fallback_is_error));
+}

@@ -1,0 +1,251 @@
+#include "runtime/DeviceAllocator.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <trnsim/error.h>
+
+#include "runtime/Runtime.h"
+#include "runtime/Stream.h"
+
+namespace torch_neuron {
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+// Requests up to 1 MiB are "small pool" in the stats, as in CUDA's allocator.
+constexpr size_t kSmallSize = 1 << 20;
+// A cached block is reused for a request when it wastes at most a quarter of itself.
+constexpr size_t kMaxWasteDivisor = 4;
+
+struct Block {
+  c10::DeviceIndex device;
+  void* ptr;
+  size_t size;       // rounded size, as reserved from HBM
+  size_t requested;  // what the caller asked for
+  c10::StreamId stream;
+  std::vector<c10::StreamId> other_streams;  // from record_stream
+  double ready_ns = 0;                       // simulated time its last use finishes
+};
+
+void update(StatArray& stats, size_t size, int64_t delta) {
+  const auto pool = size <= kSmallSize ? StatType::SMALL_POOL : StatType::LARGE_POOL;
+  for (auto type : {StatType::AGGREGATE, pool}) {
+    auto& stat = stats[static_cast<size_t>(type)];
+    delta > 0 ? stat.increase(delta) : stat.decrease(-delta);
+  }
+}
+
+// Everything the allocator keeps for one device, under one mutex.
+struct DeviceCache {
+  std::mutex mutex;
+  std::multimap<size_t, Block*> free_blocks;  // by size
+  DeviceStats stats;
+
+  void account_reserve(Block* b, int64_t sign) {
+    update(stats.reserved_bytes, b->size, sign * static_cast<int64_t>(b->size));
+    update(stats.segment, b->size, sign);
+  }
+  void account_use(Block* b, int64_t sign) {
+    update(stats.allocated_bytes, b->size, sign * static_cast<int64_t>(b->size));
+    update(stats.active_bytes, b->size, sign * static_cast<int64_t>(b->size));
+    update(stats.requested_bytes, b->size, sign * static_cast<int64_t>(b->requested));
+    update(stats.allocation, b->size, sign);
+    update(stats.active, b->size, sign);
+  }
+
+  // Gives every cached block back to HBM. Caller holds the mutex.
+  void release_cached(trnsim::Hbm& hbm) {
+    for (auto& [size, block] : free_blocks) {
+      hbm.release(block->ptr);
+      account_reserve(block, -1);
+      ++stats.num_device_free;
+      delete block;
+    }
+    free_blocks.clear();
+  }
+};
+
+// Deliberately never destroyed: tensors freed during interpreter shutdown still return here.
+std::vector<std::unique_ptr<DeviceCache>>& caches() {
+  static auto* all = [] {
+    auto* v = new std::vector<std::unique_ptr<DeviceCache>>();
+    for (int i = 0; i < device_count_or_zero(); ++i) v->push_back(std::make_unique<DeviceCache>());
+    return v;
+  }();
+  return *all;
+}
+
+DeviceCache& cache_of(c10::DeviceIndex index) {
+  check_device_index(index);
+  return *caches().at(index);
+}
+
+size_t round_size(size_t n) {
+  const size_t a = trnsim::Hbm::kAlignment;
+  return (n + a - 1) / a * a;
+}
+
+double stream_clock(c10::DeviceIndex device, c10::StreamId id) {
+  return queue_of(c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device), id)).now_ns();
+}
+
+void free_block(void* ctx) {
+  auto* block = static_cast<Block*>(ctx);
+  // In a forked child the block belongs to the parent's allocator: leave it alone.
+  if (block == nullptr || in_bad_fork()) return;
+  // Remember when the streams that used the block finish with it (Note [Caching HBM allocator]).
+  double ready = stream_clock(block->device, block->stream);
+  for (auto id : block->other_streams) ready = std::max(ready, stream_clock(block->device, id));
+  block->ready_ns = ready;
+  auto& cache = *caches()[block->device];
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.account_use(block, -1);
+  cache.free_blocks.emplace(block->size, block);
+}
+
+[[noreturn]] void raise_oom(c10::DeviceIndex index, size_t requested, DeviceCache& cache,
+                            trnsim::Hbm& hbm) {
+  const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+  const auto allocated = cache.stats.allocated_bytes[agg].current;
+  const auto reserved = cache.stats.reserved_bytes[agg].current;
+  ++cache.stats.num_ooms;
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron out of memory. Tried to allocate ",
+                   trnsim::format_bytes(requested), ". neuron:", static_cast<int>(index),
+                   " has a total capacity of ", trnsim::format_bytes(hbm.capacity()),
+                   " of which ", trnsim::format_bytes(hbm.free_bytes()), " is free. ",
+                   trnsim::format_bytes(allocated), " is allocated by PyTorch and ",
+                   trnsim::format_bytes(reserved - allocated),
+                   " is reserved by PyTorch but unallocated. Free tensors you no longer need, "
+                   "reduce the batch size, or choose an instance with more HBM per NeuronCore "
+                   "(TORCH_NEURON_INSTANCE).");
+}
+
+}  // namespace
+
+NeuronDeviceAllocator& device_allocator() {
+  static NeuronDeviceAllocator allocator;
+  return allocator;
+}
+
+c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
+  return allocate_on(current_device(), nbytes);
+}
+
+c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
+  const c10::Device dev(kNeuron, index);
+  auto& cache = cache_of(index);
+  if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
+  const size_t size = round_size(nbytes);
+  const c10::Stream stream = current_stream(index);
+  Block* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.free_blocks.lower_bound(size);
+    if (it != cache.free_blocks.end() && it->first - size <= it->first / kMaxWasteDivisor) {
+      block = it->second;
+      cache.free_blocks.erase(it);
+    } else {
+      auto& hbm = device(index).hbm();
+      void* ptr = nullptr;
+      try {
+        ptr = hbm.allocate(size);
+      } catch (const trnsim::OutOfMemory&) {
+        // Give the cache back to HBM and try once more before failing.
+        ++cache.stats.num_alloc_retries;
+        cache.release_cached(hbm);
+        try {
+          ptr = hbm.allocate(size);
+        } catch (const trnsim::OutOfMemory&) {
+          raise_oom(index, nbytes, cache, hbm);
+        }
+      }
+      block = new Block{index, ptr, size, 0, stream.id(), {}, 0};
+      cache.account_reserve(block, +1);
+      ++cache.stats.num_device_alloc;
+    }
+    block->requested = nbytes;
+    cache.account_use(block, +1);
+  }
+  // Reuse across streams waits for the previous users on the simulated clock.
+  queue_of(stream).wait_until(block->ready_ns);
+  block->stream = stream.id();
+  block->other_streams.clear();
+  return {block->ptr, block, &free_block, dev};
+}
+
+c10::DeleterFnPtr NeuronDeviceAllocator::raw_deleter() const { return &free_block; }
+
+void NeuronDeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  // Simulated HBM is host memory.
+  std::memcpy(dest, src, count);
+}
+
+void NeuronDeviceAllocator::emptyCache(c10::MempoolId_t) {
+  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(caches().size()); ++i) {
+    auto& d = device(i);
+    if (!d.hbm_reserved()) continue;
+    auto& cache = *caches()[i];
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.release_cached(d.hbm());
+  }
+}
+
+void NeuronDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  if (ptr.get_deleter() != &free_block || ptr.get_context() == nullptr) return;
+  auto* block = static_cast<Block*>(ptr.get_context());
+  TORCH_CHECK(stream.device_type() == kNeuron && stream.device_index() == block->device,
+              "record_stream: the stream is on ", stream.device(),
+              " but the tensor is on neuron:", static_cast<int>(block->device));
+  if (stream.id() == block->stream) return;
+  auto& cache = *caches()[block->device];
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  block->other_streams.push_back(stream.id());
+}
+
+c10::CachingDeviceAllocator::DeviceStats NeuronDeviceAllocator::getDeviceStats(
+    c10::DeviceIndex index) {
+  auto& cache = cache_of(resolve_device(index));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.stats;
+}
+
+void NeuronDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex index) {
+  auto& cache = cache_of(resolve_device(index));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto& s = cache.stats;
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                      &s.active_bytes, &s.requested_bytes}) {
+    for (auto& stat : *array) stat.reset_accumulated();
+  }
+  s.num_alloc_retries = s.num_ooms = s.num_device_alloc = s.num_device_free = 0;
+}
+
+void NeuronDeviceAllocator::resetPeakStats(c10::DeviceIndex index) {
+  auto& cache = cache_of(resolve_device(index));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto& s = cache.stats;
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
+                      &s.active_bytes, &s.requested_bytes}) {
+    for (auto& stat : *array) stat.reset_peak();
+  }
+}
+
+std::pair<size_t, size_t> NeuronDeviceAllocator::getMemoryInfo(c10::DeviceIndex index) {
+  auto& hbm = device(resolve_device(index)).hbm();
+  return {hbm.free_bytes(), hbm.capacity()};
+}
+
+// Registered so that storage allocation and torch.accelerator.memory_* find it.
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &device_allocator())
+
+}  // namespace torch_neuron

@@ -1,0 +1,39 @@
+// The caching allocator for simulated HBM (c10::DeviceAllocator for the neuron device).
+//
+// Note [Caching HBM allocator]: like CUDA's caching allocator, freed blocks stay reserved in a
+// per-device cache and are reused by later allocations of about the same size, so steady-state
+// training does not call into the HBM allocator. A block remembers the streams that used it
+// (its allocation stream plus record_stream); reusing it on another stream makes that stream
+// wait, on the simulated clock, for the work those streams had queued when it was freed. When
+// HBM is exhausted the cache is released and the allocation retried before raising
+// torch.OutOfMemoryError.
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+namespace torch_neuron {
+
+class NeuronDeviceAllocator;
+
+// The process-wide allocator, also registered for the PrivateUse1 device type.
+NeuronDeviceAllocator& device_allocator();
+
+class NeuronDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // Allocates on an explicit device (allocate() uses the current device).
+  c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+};
+
+}  // namespace torch_neuron

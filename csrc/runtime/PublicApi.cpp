@@ -1,0 +1,23 @@
+// The C++ API of include/torch_neuron/torch_neuron.h, over the runtime. (clear_op_tracking and
+// set_fallback_error are defined in aten/OpTracking.cpp, which declares the same functions.)
+#include <torch_neuron/torch_neuron.h>
+
+#include "aten/OpTracking.h"
+#include "runtime/Runtime.h"
+
+namespace torch_neuron {
+
+int init() { return device_count(); }
+
+int device_count() { return static_cast<int>(visible_device_count()); }
+
+std::string instance_name() { return system().instance().name; }
+
+double synchronize(int index) {
+  return device(resolve_device(static_cast<c10::DeviceIndex>(index))).synchronize_ns();
+}
+
+std::map<std::string, int64_t> get_executed_ops() { return executed_ops(); }
+std::map<std::string, int64_t> get_fallback_ops() { return fallback_ops(); }
+
+}  // namespace torch_neuron

@@ -1,0 +1,85 @@
+#include "runtime/Runtime.h"
+
+#include <c10/util/Exception.h>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include <trnsim/error.h>
+
+namespace torch_neuron {
+namespace {
+
+thread_local c10::DeviceIndex tls_current_device = 0;
+std::atomic<bool> bad_fork{false};
+
+void mark_child_as_bad_fork() { bad_fork = true; }
+
+}  // namespace
+
+trnsim::System& system() {
+  // Created once; if the environment is invalid the error is raised on every use, so a user who
+  // fixes nothing keeps getting the same clear message instead of a half-initialized runtime.
+  // Deliberately never destroyed: tensors freed during shutdown still release into its HBM.
+  static std::once_flag once;
+  static trnsim::System* instance = nullptr;
+  static std::string error;
+  std::call_once(once, [] {
+    try {
+      instance = trnsim::System::from_environment().release();
+    } catch (const trnsim::Error& e) {
+      error = e.what();
+    }
+  });
+  TORCH_CHECK(instance, error);
+  return *instance;
+}
+
+c10::DeviceIndex visible_device_count() { return static_cast<c10::DeviceIndex>(system().device_count()); }
+
+c10::DeviceIndex device_count_or_zero() noexcept {
+  try {
+    return visible_device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+void check_device_index(c10::DeviceIndex index) {
+  const auto count = visible_device_count();
+  TORCH_CHECK(index >= 0 && index < count, "invalid device neuron:", static_cast<int>(index),
+              ": the simulated ", system().instance().name, " has ", static_cast<int>(count),
+              " visible NeuronCore(s), so valid devices are neuron:0..neuron:",
+              static_cast<int>(count) - 1,
+              " (set TORCH_NEURON_INSTANCE or NEURON_RT_VISIBLE_CORES to change them)");
+}
+
+bool in_bad_fork() { return bad_fork; }
+
+trnsim::Device& device(c10::DeviceIndex index) {
+  TORCH_CHECK(!bad_fork,
+              "cannot use neuron in a forked subprocess: the parent process had already "
+              "initialized it. To use neuron with multiprocessing, use the 'spawn' or "
+              "'forkserver' start method (torch.multiprocessing.set_start_method('spawn')).");
+  check_device_index(index);
+  // The first real use of a device makes later forks unable to use it (see in_bad_fork).
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &mark_child_as_bad_fork); });
+  return system().device(index);
+}
+
+c10::DeviceIndex current_device() { return tls_current_device; }
+
+void set_current_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  tls_current_device = index;
+}
+
+c10::DeviceIndex resolve_device(c10::DeviceIndex index) {
+  return index >= 0 ? index : current_device();
+}
+
+}  // namespace torch_neuron

@@ -1,0 +1,42 @@
+// One logical NeuronCore: its HBM and its queues.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "trnsim/hbm.h"
+#include "trnsim/instance.h"
+#include "trnsim/queue.h"
+
+namespace trnsim {
+
+class Device {
+ public:
+  // `index` is the framework-visible index, `core` the NeuronCore id on the instance.
+  Device(int index, int core, const InstanceSpec& instance);
+
+  int index() const { return index_; }
+  int core() const { return core_; }
+  int chip() const { return core_ / instance_.logical_cores_per_chip; }
+  const InstanceSpec& instance() const { return instance_; }
+
+  // HBM is reserved on first use so that unused devices cost no address space.
+  Hbm& hbm();
+  bool hbm_reserved() const;
+  // Queue `id` (0 is the default queue), created on first use; ids in [0, kMaxQueues).
+  static constexpr int kMaxQueues = 1024;
+  Queue& queue(int id);
+  // Simulated time at which every queue of this device has finished (device synchronize).
+  double synchronize_ns();
+
+ private:
+  int index_, core_;
+  const InstanceSpec& instance_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<Hbm> hbm_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+};
+
+}  // namespace trnsim

@@ -1,0 +1,61 @@
+// The instance table: which Trainium chips an EC2 instance type has and what each chip can do.
+// Numbers come from the AWS Neuron architecture docs (Trn1/Trn2/Trn3 architecture pages,
+// https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trnsim {
+
+constexpr uint64_t kKiB = 1024, kMiB = 1024 * kKiB, kGiB = 1024 * kMiB;
+
+// Facts about one Trainium chip generation. Rates are per chip, as the docs give them.
+struct ChipSpec {
+  std::string name;          // "Trainium2"
+  std::string core_version;  // "NeuronCore-v3"
+  int physical_cores;        // NeuronCores per chip
+  // Engine clocks in GHz.
+  double tensor_ghz, vector_ghz, scalar_ghz, gpsimd_ghz;
+  uint64_t sbuf_bytes_per_core;
+  uint64_t psum_bytes_per_core;
+  uint64_t hbm_bytes;        // per chip
+  double hbm_gbps;           // HBM bandwidth per chip, GB/s (1e9 bytes/s)
+  double dma_gbps;           // aggregate DMA bandwidth per chip, GB/s
+  double link_gbps;          // NeuronLink bandwidth per chip, GB/s
+  double bf16_tflops;        // dense BF16/FP16 per chip
+  double fp32_tflops;        // dense FP32 per chip
+  double fp8_tflops;         // dense FP8 per chip (0 when the chip has no FP8 rate of its own)
+  int dma_engines_per_core;
+};
+
+// One EC2 instance type. A logical NeuronCore is one framework device (`neuron:i`).
+struct InstanceSpec {
+  std::string name;  // "trn2.3xlarge"
+  const ChipSpec* chip;
+  int chips;
+  int logical_cores_per_chip;  // Trn2 default LNC=2 groups 2 physical cores into one logical
+
+  int core_count() const { return chips * logical_cores_per_chip; }
+  int physical_cores_per_logical() const { return chip->physical_cores / logical_cores_per_chip; }
+  uint64_t hbm_bytes_per_core() const { return chip->hbm_bytes / logical_cores_per_chip; }
+  // Peak rates of one logical core: the chip's rate split evenly over its logical cores.
+  double core_bf16_tflops() const { return chip->bf16_tflops / logical_cores_per_chip; }
+  double core_fp32_tflops() const { return chip->fp32_tflops / logical_cores_per_chip; }
+  double core_hbm_gbps() const { return chip->hbm_gbps / logical_cores_per_chip; }
+};
+
+// The instance used when TORCH_NEURON_INSTANCE is unset.
+constexpr std::string_view kDefaultInstance = "trn2.3xlarge";
+
+const std::vector<InstanceSpec>& instance_table();
+
+// Looks an instance up by name; throws trnsim::Error listing the valid names.
+const InstanceSpec& find_instance(std::string_view name);
+
+// "trn1.2xlarge, trn1.32xlarge, ...": for messages and help text.
+std::string instance_names();
+
+}  // namespace trnsim

@@ -1,0 +1,69 @@
+// Queues (streams) and events on the simulated clock.
+//
+// Note [Simulated time]: work executes functionally on the host as soon as it is launched; what
+// the simulator models is *when* it would have run on Trainium. Each queue has a clock, the
+// simulated time at which its last launched work finishes. Work on one queue is ordered; queues
+// of a device overlap. Events capture a queue's clock; waiting on an event moves the waiting
+// queue's clock forward. All times are nanoseconds of simulated device time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace trnsim {
+
+// One launched piece of work, kept when tracing is on.
+struct TraceRecord {
+  std::string name;
+  int device;
+  int queue;
+  double start_ns;
+  double duration_ns;
+};
+
+class Queue {
+ public:
+  Queue(int device, int id) : device_(device), id_(id) {}
+
+  int device() const { return device_; }
+  int id() const { return id_; }
+  // Simulated time at which all work launched so far has finished.
+  double now_ns() const;
+  // Appends work of the given duration; returns its finish time.
+  double launch(const std::string& name, double duration_ns);
+  // Work launched later starts no earlier than t (an event wait, a cross-queue dependency).
+  void wait_until(double t_ns);
+
+  void set_tracing(bool on);
+  std::vector<TraceRecord> take_trace();
+
+ private:
+  int device_, id_;
+  mutable std::mutex mutex_;
+  double clock_ns_ = 0;
+  bool tracing_ = false;
+  std::vector<TraceRecord> trace_;
+};
+
+// A marker in a queue's timeline.
+class Event {
+ public:
+  void record(const Queue& queue);
+  bool recorded() const { return recorded_; }
+  int device() const { return device_; }
+  double time_ns() const;  // throws trnsim::Error if never recorded
+  // Work submitted to `queue` afterwards starts after this event.
+  void block(Queue& queue) const;
+  // Simulated milliseconds from `start` to `end`; both must be recorded on the same device.
+  static double elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  bool recorded_ = false;
+  int device_ = -1;
+  double time_ns_ = 0;
+};
+
+}  // namespace trnsim

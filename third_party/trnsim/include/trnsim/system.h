@@ -1,0 +1,40 @@
+// The simulated machine: an instance type and the NeuronCores a process may see.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trnsim/device.h"
+#include "trnsim/instance.h"
+
+namespace trnsim {
+
+class System {
+ public:
+  // `visible_cores` lists NeuronCore ids of the instance; device i is visible_cores[i].
+  System(const InstanceSpec& instance, std::vector<int> visible_cores);
+
+  // Reads TORCH_NEURON_INSTANCE (default kDefaultInstance) and NEURON_RT_VISIBLE_CORES
+  // ("2", "0-3", "0,2-3"), as the Neuron runtime does. Throws trnsim::Error on bad values.
+  static std::unique_ptr<System> from_environment();
+
+  const InstanceSpec& instance() const { return instance_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  // Throws trnsim::Error naming the valid range.
+  Device& device(int index);
+  // The device whose HBM holds `ptr`, or nullopt for host memory.
+  std::optional<int> device_of(const void* ptr) const;
+  // Whether devices a and b sit on the same chip (device-to-device copies stay off NeuronLink).
+  bool same_chip(int a, int b) const;
+
+ private:
+  const InstanceSpec& instance_;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// Parses a NEURON_RT_VISIBLE_CORES value against an instance with `core_count` cores.
+std::vector<int> parse_visible_cores(const std::string& value, int core_count);
+
+}  // namespace trnsim

@@ -1,0 +1,42 @@
+#include "trnsim/device.h"
+
+#include <algorithm>
+
+#include "trnsim/error.h"
+
+namespace trnsim {
+
+Device::Device(int index, int core, const InstanceSpec& instance)
+    : index_(index), core_(core), instance_(instance), queues_(kMaxQueues) {}
+
+Hbm& Device::hbm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!hbm_) hbm_ = std::make_unique<Hbm>(index_, instance_.hbm_bytes_per_core());
+  return *hbm_;
+}
+
+bool Device::hbm_reserved() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return hbm_ != nullptr;
+}
+
+Queue& Device::queue(int id) {
+  if (id < 0 || id >= kMaxQueues) {
+    throw Error("queue id " + std::to_string(id) + " is out of range [0, " +
+                std::to_string(kMaxQueues) + ")");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!queues_[id]) queues_[id] = std::make_unique<Queue>(index_, id);
+  return *queues_[id];
+}
+
+double Device::synchronize_ns() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  double t = 0;
+  for (const auto& q : queues_) {
+    if (q) t = std::max(t, q->now_ns());
+  }
+  return t;
+}
+
+}  // namespace trnsim

@@ -1,0 +1,56 @@
+#include "trnsim/instance.h"
+
+#include "trnsim/error.h"
+
+namespace trnsim {
+namespace {
+
+// Trainium1, NeuronCore-v2: Trn1 architecture page of the Neuron docs.
+const ChipSpec kTrainium1{
+    "Trainium1", "NeuronCore-v2", /*physical_cores=*/2,
+    /*tensor_ghz=*/2.8, /*vector_ghz=*/1.12, /*scalar_ghz=*/1.4, /*gpsimd_ghz=*/1.4,
+    /*sbuf=*/24 * kMiB, /*psum=*/2 * kMiB,
+    /*hbm_bytes=*/32 * kGiB, /*hbm_gbps=*/820.0, /*dma_gbps=*/1000.0, /*link_gbps=*/384.0,
+    /*bf16_tflops=*/190.0, /*fp32_tflops=*/47.5, /*fp8_tflops=*/190.0,
+    /*dma_engines_per_core=*/16};
+
+// Trainium2, NeuronCore-v3: Trn2 architecture page. FP8 runs at twice the BF16 rate.
+const ChipSpec kTrainium2{
+    "Trainium2", "NeuronCore-v3", /*physical_cores=*/8,
+    /*tensor_ghz=*/2.4, /*vector_ghz=*/0.96, /*scalar_ghz=*/1.2, /*gpsimd_ghz=*/1.2,
+    /*sbuf=*/28 * kMiB, /*psum=*/2 * kMiB,
+    /*hbm_bytes=*/96 * kGiB, /*hbm_gbps=*/2900.0, /*dma_gbps=*/3500.0, /*link_gbps=*/1000.0,
+    /*bf16_tflops=*/667.0, /*fp32_tflops=*/181.0, /*fp8_tflops=*/1299.0,
+    /*dma_engines_per_core=*/16};
+
+}  // namespace
+
+const std::vector<InstanceSpec>& instance_table() {
+  // Trn2 instances default to logical NeuronCore config LNC=2: 8 physical cores -> 4 devices.
+  static const std::vector<InstanceSpec> table{
+      {"trn1.2xlarge", &kTrainium1, /*chips=*/1, /*logical_cores_per_chip=*/2},
+      {"trn1.32xlarge", &kTrainium1, 16, 2},
+      {"trn2.3xlarge", &kTrainium2, 1, 4},
+      {"trn2.48xlarge", &kTrainium2, 16, 4},
+  };
+  return table;
+}
+
+std::string instance_names() {
+  std::string names;
+  for (const auto& spec : instance_table()) {
+    if (!names.empty()) names += ", ";
+    names += spec.name;
+  }
+  return names;
+}
+
+const InstanceSpec& find_instance(std::string_view name) {
+  for (const auto& spec : instance_table()) {
+    if (spec.name == name) return spec;
+  }
+  throw Error("unknown Trainium instance type '" + std::string(name) +
+              "' (TORCH_NEURON_INSTANCE); valid names are: " + instance_names());
+}
+
+}  // namespace trnsim

@@ -1,0 +1,67 @@
+#include "trnsim/queue.h"
+
+#include <algorithm>
+
+#include "trnsim/error.h"
+
+namespace trnsim {
+
+double Queue::now_ns() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return clock_ns_;
+}
+
+double Queue::launch(const std::string& name, double duration_ns) {
+  if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double start = clock_ns_;
+  clock_ns_ += duration_ns;
+  if (tracing_) trace_.push_back({name, device_, id_, start, duration_ns});
+  return clock_ns_;
+}
+
+void Queue::wait_until(double t_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  clock_ns_ = std::max(clock_ns_, t_ns);
+}
+
+void Queue::set_tracing(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tracing_ = on;
+}
+
+std::vector<TraceRecord> Queue::take_trace() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<TraceRecord> out;
+  out.swap(trace_);
+  return out;
+}
+
+void Event::record(const Queue& queue) {
+  time_ns_ = queue.now_ns();
+  device_ = queue.device();
+  recorded_ = true;
+}
+
+double Event::time_ns() const {
+  if (!recorded_) throw Error("event was never recorded; call record() on a stream first");
+  return time_ns_;
+}
+
+void Event::block(Queue& queue) const {
+  // Waiting on an event that was never recorded is a no-op, as in CUDA.
+  if (recorded_) queue.wait_until(time_ns_);
+}
+
+double Event::elapsed_ms(const Event& start, const Event& end) {
+  if (!start.recorded_ || !end.recorded_) {
+    throw Error("elapsed time needs both events recorded; record the start and end events first");
+  }
+  if (start.device_ != end.device_) {
+    throw Error("elapsed time needs both events on one device, got neuron:" +
+                std::to_string(start.device_) + " and neuron:" + std::to_string(end.device_));
+  }
+  return (end.time_ns_ - start.time_ns_) / 1e6;
+}
+
+}  // namespace trnsim

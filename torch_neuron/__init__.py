@@ -1,0 +1,48 @@
+"""torch_neuron: the PyTorch device "neuron", running on a software model of AWS Trainium.
+
+    import torch, torch_neuron
+    x = torch.randn(4, 4).to("neuron")
+
+Importing this package (or just `import torch`, through torch's backend autoloading) registers
+the device, the `torch.neuron` module and the `.neuron()` methods of tensors and modules.
+"""
+
+
+def _autoload():
+    """Entry point of torch's device-backend autoloading; importing the package is the work.
+
+    Defined before `import torch` below: when a user imports torch_neuron first, torch's own
+    import runs autoloading, which looks this function up on the half-imported package.
+    """
+
+
+import os as _os
+
+import torch as _torch
+
+from torch_neuron import _C
+from torch_neuron import neuron
+from torch_neuron._op_tracking import (
+    clear_op_tracking,
+    get_executed_ops,
+    get_fallback_ops,
+    set_fallback_error,
+)
+
+_torch.utils.rename_privateuse1_backend("neuron")
+_torch._register_device_module("neuron", neuron)
+_torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+#: Directory to add to CMAKE_PREFIX_PATH for find_package(TorchNeuron) in C++ programs.
+cmake_prefix_path = _os.path.join(_os.path.dirname(__file__), "share", "cmake")
+
+__all__ = [
+    "neuron",
+    "get_executed_ops",
+    "get_fallback_ops",
+    "clear_op_tracking",
+    "set_fallback_error",
+    "cmake_prefix_path",
+]

@@ -1,0 +1,62 @@
+"""torch.neuron: the device module, shaped like torch.cuda."""
+
+from torch_neuron.neuron.device import (
+    NeuronDeviceProperties,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_amp_supported_dtype,
+    get_device_name,
+    get_device_properties,
+    init,
+    is_available,
+    is_bf16_supported,
+    is_initialized,
+    set_device,
+    simulated_time_ns,
+    synchronize,
+    _is_in_bad_fork,
+    _lazy_init,
+)
+from torch_neuron.neuron.memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from torch_neuron.neuron.random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from torch_neuron.neuron.streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+
+def __getattr__(name):
+    # torch.neuron.default_generators: one generator per device, as torch.cuda has.
+    if name == "default_generators":
+        from torch_neuron.neuron.random import _generator
+
+        return tuple(_generator(i) for i in range(device_count()))
+    raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")

@@ -1,0 +1,74 @@
+"""Streams and events of torch.neuron, over PyTorch's device-generic torch.Stream/torch.Event.
+
+Event.elapsed_time() returns simulated milliseconds: how long the work between the two events
+would take on Trainium (see Note [Simulated time] in trnsim/queue.h).
+"""
+
+from typing import Any, Optional
+
+import torch
+
+from torch_neuron.neuron.device import _index
+
+
+class Stream(torch.Stream):
+    """A neuron stream (a simulated queue). Work on one stream is ordered; streams overlap."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if "stream_id" in kwargs:  # rebuilding a stream torch already has
+            return super().__new__(cls, **kwargs)
+        with torch.neuron.device(device):
+            return super().__new__(cls, device=torch.device("neuron", _index(device)),
+                                   priority=priority)
+
+
+class Event(torch.Event):
+    """A neuron event; with enable_timing=True, elapsed_time() gives simulated milliseconds."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(cls, device="neuron", enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(device: Any = None) -> torch.Stream:
+    return torch.accelerator.current_stream(_index(device))
+
+
+def default_stream(device: Any = None) -> torch.Stream:
+    index = _index(device)
+    s = torch.Stream(device=f"neuron:{index}")
+    return torch.Stream(stream_id=0, device_index=index, device_type=s.device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Context manager that makes `stream` current on its device (and the device current)."""
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        self.stream = stream
+        self.prev_stream = None
+        self.prev_device = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return
+        self.prev_device = torch.neuron.current_device()
+        self.prev_stream = torch.accelerator.current_stream(self.stream.device_index)
+        torch.neuron.set_device(self.stream.device_index)
+        torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *args):
+        if self.stream is None:
+            return False
+        torch.accelerator.set_stream(self.prev_stream)
+        torch.neuron.set_device(self.prev_device)
+        return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    return StreamContext(stream)

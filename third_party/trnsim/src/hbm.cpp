@@ -39,6 +39,8 @@ Hbm::~Hbm() { munmap(base_, capacity_); }
 
 void* Hbm::allocate(uint64_t bytes) {
   if (bytes == 0) return nullptr;
+  // Checked before rounding: round_up would wrap a size near 2^64 to a tiny block.
+  if (bytes > capacity_) throw OutOfMemory(device_, bytes, free_bytes(), capacity_);
   const uint64_t size = round_up(bytes, kAlignment);
   std::lock_guard<std::mutex> lock(mutex_);
   // First fit in address order keeps the low end dense and leaves large ranges at the top.

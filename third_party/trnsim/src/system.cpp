@@ -30,12 +30,16 @@ std::unique_ptr<System> System::from_environment() {
 }
 
 Device& System::device(int index) {
+  check_index(index);
+  return *devices_[index];
+}
+
+void System::check_index(int index) const {
   if (index < 0 || index >= device_count()) {
     throw Error("invalid device neuron:" + std::to_string(index) + "; this " + instance_.name +
                 " process sees " + std::to_string(device_count()) + " NeuronCore(s), valid " +
                 "indices are 0.." + std::to_string(device_count() - 1));
   }
-  return *devices_[index];
 }
 
 std::optional<int> System::device_of(const void* ptr) const {
@@ -46,7 +50,9 @@ std::optional<int> System::device_of(const void* ptr) const {
 }
 
 bool System::same_chip(int a, int b) const {
-  return devices_.at(a)->chip() == devices_.at(b)->chip();
+  check_index(a);
+  check_index(b);
+  return devices_[a]->chip() == devices_[b]->chip();
 }
 
 std::vector<int> parse_visible_cores(const std::string& value, int core_count) {

@@ -19,7 +19,11 @@ double copy_duration_ns(const InstanceSpec& instance, CopyKind kind, uint64_t by
              instance.logical_cores_per_chip;
       break;
     case CopyKind::DeviceToDeviceCrossChip:
-      gbps = instance.chip->link_gbps;
+      // NeuronLink is a per-chip resource shared by its logical cores, and the data still
+      // passes through HBM on both ends.
+      gbps = std::min(instance.chip->link_gbps,
+                      std::min(instance.chip->dma_gbps, instance.chip->hbm_gbps / 2)) /
+             instance.logical_cores_per_chip;
       break;
   }
   return kDmaSetupNs + static_cast<double>(bytes) / gbps;

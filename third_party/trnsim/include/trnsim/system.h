@@ -30,6 +30,8 @@ class System {
   bool same_chip(int a, int b) const;
 
  private:
+  void check_index(int index) const;  // throws trnsim::Error naming the valid range
+
   const InstanceSpec& instance_;
   std::vector<std::unique_ptr<Device>> devices_;
 };

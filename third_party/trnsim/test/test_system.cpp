@@ -1,0 +1,204 @@
+// The simulated machine as configured from the environment, the way the Neuron runtime reads
+// NEURON_RT_VISIBLE_CORES.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trnsim/error.h"
+#include "trnsim/system.h"
+
+namespace trnsim {
+namespace {
+
+// Every test starts with both variables unset and gets the caller's values back afterwards, so
+// the suite neither depends on nor leaks into the developer's shell.
+class SystemEnv : public ::testing::Test {
+ protected:
+  static constexpr const char* kVars[] = {"TORCH_NEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES"};
+
+  void SetUp() override {
+    for (const char* var : kVars) {
+      const char* value = std::getenv(var);
+      saved_.push_back(value ? std::optional<std::string>(value) : std::nullopt);
+      unsetenv(var);
+    }
+  }
+  void TearDown() override {
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      if (saved_[i]) {
+        setenv(kVars[i], saved_[i]->c_str(), 1);
+      } else {
+        unsetenv(kVars[i]);
+      }
+    }
+  }
+  static void set(const char* var, const char* value) { setenv(var, value, 1); }
+
+  // The message of the trnsim::Error thrown by f, or "" with a test failure if none is thrown.
+  template <typename F>
+  static std::string error_of(F f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected trnsim::Error";
+    return "";
+  }
+
+ private:
+  std::vector<std::optional<std::string>> saved_;
+};
+
+TEST_F(SystemEnv, DefaultsToTrn2Small) {
+  auto sys = System::from_environment();
+  EXPECT_EQ(sys->instance().name, "trn2.3xlarge");
+  ASSERT_EQ(sys->device_count(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(sys->device(i).index(), i);
+    EXPECT_EQ(sys->device(i).core(), i);
+  }
+}
+
+TEST_F(SystemEnv, EmptyInstanceMeansDefault) {
+  set("TORCH_NEURON_INSTANCE", "");
+  EXPECT_EQ(System::from_environment()->instance().name, "trn2.3xlarge");
+}
+
+TEST_F(SystemEnv, InstanceFromEnvironment) {
+  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
+  auto sys = System::from_environment();
+  EXPECT_EQ(sys->instance().name, "trn1.32xlarge");
+  EXPECT_EQ(sys->device_count(), 32);
+  EXPECT_EQ(sys->device(31).core(), 31);
+}
+
+TEST_F(SystemEnv, UnknownInstanceListsNames) {
+  set("TORCH_NEURON_INSTANCE", "p5.48xlarge");
+  const std::string msg = error_of([] { System::from_environment(); });
+  EXPECT_NE(msg.find("p5.48xlarge"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(instance_names()), std::string::npos) << msg;
+}
+
+TEST_F(SystemEnv, VisibleCoresSingle) {
+  set("NEURON_RT_VISIBLE_CORES", "2");
+  auto sys = System::from_environment();
+  ASSERT_EQ(sys->device_count(), 1);
+  // The one visible core becomes neuron:0.
+  EXPECT_EQ(sys->device(0).index(), 0);
+  EXPECT_EQ(sys->device(0).core(), 2);
+}
+
+TEST_F(SystemEnv, VisibleCoresRange) {
+  set("NEURON_RT_VISIBLE_CORES", "0-3");
+  auto sys = System::from_environment();
+  ASSERT_EQ(sys->device_count(), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(sys->device(i).core(), i);
+}
+
+TEST_F(SystemEnv, VisibleCoresList) {
+  set("NEURON_RT_VISIBLE_CORES", "0,2-3");
+  auto sys = System::from_environment();
+  ASSERT_EQ(sys->device_count(), 3);
+  EXPECT_EQ(sys->device(0).core(), 0);
+  EXPECT_EQ(sys->device(1).core(), 2);
+  EXPECT_EQ(sys->device(2).core(), 3);
+}
+
+TEST_F(SystemEnv, VisibleCoresCheckedAgainstInstance) {
+  // Core 20 exists on trn1.32xlarge but not on the default instance.
+  set("NEURON_RT_VISIBLE_CORES", "20");
+  EXPECT_THROW(System::from_environment(), Error);
+  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
+  EXPECT_EQ(System::from_environment()->device(0).core(), 20);
+}
+
+TEST_F(SystemEnv, BadVisibleCoresFromEnvironmentThrow) {
+  for (const char* value : {"a", "5", "3-1", "1,1", "-1", "0-", "1-2-3", "0,,1", "2x"}) {
+    SCOPED_TRACE(value);
+    set("NEURON_RT_VISIBLE_CORES", value);
+    const std::string msg = error_of([] { System::from_environment(); });
+    EXPECT_NE(msg.find(std::string("'") + value + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("0..3"), std::string::npos) << msg;
+  }
+}
+
+TEST(ParseVisibleCores, AcceptsIdsRangesAndLists) {
+  EXPECT_EQ(parse_visible_cores("2", 4), (std::vector<int>{2}));
+  EXPECT_EQ(parse_visible_cores("0-3", 4), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(parse_visible_cores("0,2-3", 4), (std::vector<int>{0, 2, 3}));
+  // Order is the user's: device i is the i-th listed core.
+  EXPECT_EQ(parse_visible_cores("3,0", 4), (std::vector<int>{3, 0}));
+  EXPECT_EQ(parse_visible_cores("30-31", 32), (std::vector<int>{30, 31}));
+}
+
+TEST(ParseVisibleCores, RejectsBadValuesNamingRange) {
+  for (const char* value : {"", "a", "5", "3-1", "1,1", "0-2,1", "-1", "4-5", "99999999999"}) {
+    SCOPED_TRACE(value);
+    try {
+      parse_visible_cores(value, 4);
+      ADD_FAILURE() << "expected trnsim::Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("0..3"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(SystemEnv, DeviceOutOfRangeNamesValidRange) {
+  auto sys = System::from_environment();
+  for (int bad : {99, 4, -1}) {
+    SCOPED_TRACE(bad);
+    const std::string msg = error_of([&] { sys->device(bad); });
+    EXPECT_NE(msg.find("neuron:" + std::to_string(bad)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("0..3"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(SystemEnv, DeviceOfFindsOwningDevice) {
+  auto sys = System::from_environment();
+  char* on1 = static_cast<char*>(sys->device(1).hbm().allocate(4096));
+  char* on3 = static_cast<char*>(sys->device(3).hbm().allocate(1 * kMiB));
+  EXPECT_EQ(sys->device_of(on1), 1);
+  EXPECT_EQ(sys->device_of(on3), 3);
+  EXPECT_EQ(sys->device_of(on3 + kMiB - 1), 3);  // any byte of the block, not just its start
+  // Devices nobody touched have no HBM reserved and own nothing.
+  EXPECT_FALSE(sys->device(0).hbm_reserved());
+
+  int on_stack = 0;
+  auto on_heap = std::make_unique<int>(0);
+  EXPECT_EQ(sys->device_of(&on_stack), std::nullopt);
+  EXPECT_EQ(sys->device_of(on_heap.get()), std::nullopt);
+  EXPECT_EQ(sys->device_of(nullptr), std::nullopt);
+  sys->device(1).hbm().release(on1);
+  sys->device(3).hbm().release(on3);
+}
+
+TEST_F(SystemEnv, SameChipOnTrn1Large) {
+  // Trainium1 has 2 cores per chip: cores 0,1 share chip 0; core 2 is on chip 1.
+  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
+  auto sys = System::from_environment();
+  EXPECT_TRUE(sys->same_chip(0, 1));
+  EXPECT_FALSE(sys->same_chip(1, 2));
+  EXPECT_TRUE(sys->same_chip(30, 31));
+  EXPECT_EQ(sys->device(2).chip(), 1);
+}
+
+TEST_F(SystemEnv, SameChipUsesCoreNotDeviceIndex) {
+  // Devices 0 and 1 are cores 1 and 2, which sit on different chips.
+  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
+  set("NEURON_RT_VISIBLE_CORES", "1-2");
+  auto sys = System::from_environment();
+  EXPECT_FALSE(sys->same_chip(0, 1));
+}
+
+TEST_F(SystemEnv, Trn2SmallIsOneChip) {
+  auto sys = System::from_environment();
+  for (int i = 1; i < sys->device_count(); ++i) EXPECT_TRUE(sys->same_chip(0, i)) << i;
+}
+
+}  // namespace
+}  // namespace trnsim

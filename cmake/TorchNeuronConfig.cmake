@@ -8,6 +8,12 @@ include(CMakeFindDependencyMacro)
 find_dependency(Torch)
 
 get_filename_component(_TORCH_NEURON_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+if(NOT EXISTS "${_TORCH_NEURON_PREFIX}/lib/libtorch_neuron.so")
+  set(TorchNeuron_FOUND FALSE)
+  set(TorchNeuron_NOT_FOUND_MESSAGE "${_TORCH_NEURON_PREFIX}/lib/libtorch_neuron.so is missing: \
+the torch_neuron package is not built (pip install --no-build-isolation -e .)")
+  return()
+endif()
 if(NOT TARGET TorchNeuron::torch_neuron)
   add_library(TorchNeuron::torch_neuron SHARED IMPORTED)
   set_target_properties(TorchNeuron::torch_neuron PROPERTIES
@@ -15,4 +21,5 @@ if(NOT TARGET TorchNeuron::torch_neuron)
     INTERFACE_INCLUDE_DIRECTORIES "${_TORCH_NEURON_PREFIX}/include"
     INTERFACE_LINK_LIBRARIES "${TORCH_LIBRARIES}")
 endif()
+unset(_TORCH_NEURON_PREFIX)
 set(TorchNeuron_FOUND TRUE)

@@ -51,6 +51,17 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
   return self;
 }
 
+// Probabilities from a tensor (torch.bernoulli(p) lands here), which may be a neuron or CPU tensor.
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
+                             std::optional<at::Generator> gen) {
+  TORCH_CHECK(p.device() == self.device() || p.device().is_cpu(),
+              "bernoulli_: the probabilities are on ", p.device(), " but the tensor is on ",
+              self.device());
+  host_view(self).bernoulli_(host_view(p), gen_for(self, gen));
+  launch_streaming("aten::bernoulli_", self, self.nbytes() + p.nbytes());
+  return self;
+}
+
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   host_view(self).exponential_(lambd, gen_for(self, gen));
   launch_streaming("aten::exponential_", self, self.nbytes());
@@ -66,6 +77,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", TORCH_FN(random_to));
   m.impl("random_.from", TORCH_FN(random_from));
   m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
+  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor));
   m.impl("exponential_", TORCH_FN(exponential_));
 }
 

@@ -43,7 +43,16 @@ TEST(NeuronDevice, FallbackOpIsCountedAndCorrect) {
   auto b = torch::randn({8, 8});
   auto c = torch::mm(a.to("neuron"), b.to("neuron")).cpu();
   EXPECT_TRUE(torch::allclose(c, torch::mm(a, b)));
-  EXPECT_EQ(torch_neuron::get_fallback_ops().at("aten::mm"), 1);
+  // aten::mm itself has a CompositeExplicitAutogradNonFunctional kernel in torch, which
+  // allocates the result on neuron and calls aten::mm.out: that is the op that falls back.
+  const auto fallback = torch_neuron::get_fallback_ops();
+  int64_t mm_count = 0;
+  std::string seen;
+  for (const auto& [name, count] : fallback) {
+    if (name == "aten::mm" || name == "aten::mm.out") mm_count += count;
+    seen += name + " ";
+  }
+  EXPECT_EQ(mm_count, 1) << "fallback ops: " << seen;
 }
 
 TEST(NeuronDevice, CopiesAdvanceTheSimulatedClock) {

@@ -22,12 +22,12 @@ class Stream(torch.Stream):
                                    priority=priority)
 
 
-class Event(torch.Event):
-    """A neuron event; with enable_timing=True, elapsed_time() gives simulated milliseconds."""
-
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    """A torch.Event on neuron; with enable_timing=True, elapsed_time() gives simulated
+    milliseconds. (A factory rather than a subclass: torch.Event.elapsed_time only accepts
+    torch.Event itself.)"""
+    return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking,
+                       interprocess=interprocess)
 
 
 def current_stream(device: Any = None) -> torch.Stream:
@@ -36,8 +36,10 @@ def current_stream(device: Any = None) -> torch.Stream:
 
 def default_stream(device: Any = None) -> torch.Stream:
     index = _index(device)
-    s = torch.Stream(device=f"neuron:{index}")
-    return torch.Stream(stream_id=0, device_index=index, device_type=s.device_type)
+    # Borrow the device type from the current stream: constructing torch.Stream(device=...)
+    # would take a stream from the pool and shift the ids later Stream()s get.
+    current = torch.accelerator.current_stream(index)
+    return torch.Stream(stream_id=0, device_index=index, device_type=current.device_type)
 
 
 def set_stream(stream: torch.Stream) -> None:

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine and builds torch_neuron in place (editable install).
+# Safe to rerun: it skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Build tools and googletest from Debian (cmake, a C++ compiler and Python are assumed).
+need_apt=()
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v ccache >/dev/null || need_apt+=(ccache)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+# torch first, pinned: an unpinned or isolated install would pull a multi-GB CUDA build.
+python -m pip install -q "torch==2.13.0" numpy pytest expecttest
+# --no-build-isolation: build against the torch installed above.
+python -m pip install -q --no-build-isolation -e .
+echo "torch_neuron is installed; try: python examples/quickstart.py"

@@ -1,0 +1,101 @@
+"""The C++ example (examples/cpp) builds with find_package(TorchNeuron) and runs; the command
+line `python -m torch_neuron` prints what C++ users and humans need."""
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_neuron
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "cpp"
+# The example and the command line run on the default machine unless a test picks one.
+NEURON_ENV_VARS = ("TORCH_NEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES", "TORCH_NEURON_FALLBACK")
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in NEURON_ENV_VARS}
+    env.update(extra)
+    return env
+
+
+def run(args, timeout=600, **kwargs):
+    result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kwargs)
+    assert result.returncode == 0, (
+        f"{args} exited with {result.returncode}\nstdout:\n{result.stdout}\n"
+        f"stderr:\n{result.stderr}")
+    return result.stdout
+
+
+def torch_neuron_cli(*args, env=None):
+    return run([sys.executable, "-m", "torch_neuron", *args], cwd=ROOT, env=env or clean_env())
+
+
+@pytest.fixture(scope="module")
+def example_binary(tmp_path_factory):
+    """Configures and builds examples/cpp the way its CMakeLists.txt tells users to."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed: the C++ example cannot be built")
+    build = tmp_path_factory.mktemp("cpp-example-build")
+    configure = ["cmake", "-S", str(EXAMPLE), "-B", str(build),
+                 f"-DCMAKE_PREFIX_PATH={torch_neuron_cli('cmake-prefix-path').strip()}"]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    if shutil.which("ccache"):
+        configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    run(configure)
+    run(["cmake", "--build", str(build)])
+    return build / "neuron_example"
+
+
+def test_cpp_example_matches_cpu(example_binary):
+    out = run([str(example_binary)], env=clean_env())
+    result = re.search(r"result: (\S+) \(CPU: (\S+)\)", out)
+    assert result, out
+    assert float(result.group(1)) == pytest.approx(float(result.group(2)), rel=1e-4)
+    assert "devices: 4 on trn2.3xlarge" in out
+    device_us = re.search(r"simulated device time: (\S+) us", out)
+    assert device_us and float(device_us.group(1)) > 0, out
+    assert out.rstrip().endswith("OK"), out
+
+
+def test_cpp_example_follows_the_instance_variable(example_binary):
+    out = run([str(example_binary)], env=clean_env(TORCH_NEURON_INSTANCE="trn1.2xlarge"))
+    assert "devices: 2 on trn1.2xlarge" in out
+
+
+def test_cmake_prefix_path_names_torch_neuron_and_torch():
+    out = torch_neuron_cli("cmake-prefix-path")
+    assert out == f"{torch_neuron.cmake_prefix_path};{torch.utils.cmake_prefix_path}\n"
+    neuron_dir, torch_dir = out.strip().split(";")
+    assert (pathlib.Path(neuron_dir) / "TorchNeuron" / "TorchNeuronConfig.cmake").is_file()
+    assert (pathlib.Path(torch_dir) / "Torch" / "TorchConfig.cmake").is_file()
+
+
+def test_info_describes_the_default_instance():
+    out = torch_neuron_cli("info")
+    assert re.search(r"instance:\s+trn2\.3xlarge \(1 x Trainium2, NeuronCore-v3\)", out), out
+    assert re.search(r"devices:\s+4 \(neuron:0\.\.neuron:3\)", out), out
+    assert re.search(r"HBM per core:\s+24\.0 GiB", out), out
+    assert re.search(r"peak BF16:\s+667 TFLOPS", out), out
+    assert re.search(r"peak FP32:\s+181 TFLOPS", out), out
+
+
+def test_info_follows_the_instance_variable():
+    out = torch_neuron_cli("info", env=clean_env(TORCH_NEURON_INSTANCE="trn1.32xlarge"))
+    assert re.search(r"instance:\s+trn1\.32xlarge \(16 x Trainium1", out), out
+    assert re.search(r"devices:\s+32 ", out), out
+    assert re.search(r"peak BF16:\s+190 TFLOPS", out), out
+
+
+def test_cli_without_command_prints_usage():
+    result = subprocess.run([sys.executable, "-m", "torch_neuron"], capture_output=True,
+                            text=True, cwd=ROOT, env=clean_env(), timeout=120)
+    assert result.returncode == 2
+    assert "cmake-prefix-path" in result.stderr and "info" in result.stderr

@@ -1,0 +1,245 @@
+"""The caching HBM allocator seen through torch.neuron.memory_* and torch.accelerator.memory_*:
+statistics, the cache, mem_get_info, out-of-memory errors and the free-cache-and-retry path.
+
+Big allocations use torch.empty and are never written: simulated HBM is committed by the OS only
+when touched, so they cost no host RAM."""
+
+import pytest
+import torch
+
+GiB = 1 << 30
+ALIGN = 512  # every HBM block is a multiple of 512 bytes
+
+
+def rounded(nbytes):
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+@pytest.fixture(autouse=True)
+def clean_cache():
+    torch.neuron.empty_cache()
+    yield
+    torch.neuron.empty_cache()
+
+
+@pytest.mark.parametrize("nbytes", [1, 511, 512, 513, 4000, 1 << 20, (1 << 20) + 3, 10 << 20])
+def test_memory_allocated_grows_by_rounded_size_and_drops_on_free(nbytes):
+    before = torch.neuron.memory_allocated()
+    t = torch.empty(nbytes, dtype=torch.uint8, device="neuron")
+    assert torch.neuron.memory_allocated() - before == rounded(nbytes)
+    assert torch.neuron.memory_allocated(0) == torch.neuron.memory_allocated()
+    del t
+    assert torch.neuron.memory_allocated() == before
+
+
+def test_zero_size_tensor_allocates_nothing():
+    before = torch.neuron.memory_allocated()
+    t = torch.empty(0, 5, device="neuron")
+    assert torch.neuron.memory_allocated() == before
+    del t
+
+
+def test_allocation_is_per_device():
+    before = [torch.neuron.memory_allocated(i) for i in range(4)]
+    t = torch.empty(1000, device="neuron:2")
+    after = [torch.neuron.memory_allocated(i) for i in range(4)]
+    assert after[2] - before[2] == rounded(4000)
+    assert [after[i] for i in (0, 1, 3)] == [before[i] for i in (0, 1, 3)]
+    with torch.neuron.device(2):
+        assert torch.neuron.memory_allocated() == after[2]
+    assert torch.neuron.memory_allocated("neuron:2") == after[2]
+    del t
+
+
+def test_reserved_stays_cached_until_empty_cache():
+    reserved0 = torch.neuron.memory_reserved()
+    t = torch.empty(3 << 20, dtype=torch.uint8, device="neuron")
+    assert torch.neuron.memory_reserved() - reserved0 == 3 << 20
+    del t
+    # Freed, but the allocator keeps the block for reuse.
+    assert torch.neuron.memory_reserved() - reserved0 == 3 << 20
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved() == reserved0
+    # With the cache empty, every reserved byte belongs to a live tensor.
+    assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated()
+
+
+def test_cached_block_is_reused():
+    t = torch.empty(5 << 20, dtype=torch.uint8, device="neuron")
+    ptr = t.data_ptr()
+    del t
+    stats0 = torch.neuron.memory_stats()
+    u = torch.empty(5 << 20, dtype=torch.uint8, device="neuron")
+    stats1 = torch.neuron.memory_stats()
+    assert u.data_ptr() == ptr
+    assert stats1["num_device_alloc"] == stats0["num_device_alloc"]  # no new HBM block
+    assert stats1["reserved_bytes.all.current"] == stats0["reserved_bytes.all.current"]
+    del u
+
+
+def test_peak_and_reset_peak_memory_stats():
+    torch.neuron.reset_peak_memory_stats()
+    base = torch.neuron.memory_allocated()
+    assert torch.neuron.max_memory_allocated() == base
+    t = torch.empty(8 << 20, dtype=torch.uint8, device="neuron")
+    u = torch.empty(2 << 20, dtype=torch.uint8, device="neuron")
+    del t, u
+    assert torch.neuron.max_memory_allocated() == base + (10 << 20)
+    assert torch.neuron.max_memory_reserved() >= base + (10 << 20)
+    assert torch.neuron.memory_allocated() == base
+    torch.neuron.reset_peak_memory_stats()
+    assert torch.neuron.max_memory_allocated() == base
+    assert torch.accelerator.max_memory_allocated() == base
+
+
+def test_memory_stats_keys_and_consistency():
+    t = torch.empty(1000, device="neuron")
+    stats = torch.neuron.memory_stats()
+    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak",
+                "allocated_bytes.all.allocated", "allocated_bytes.all.freed",
+                "reserved_bytes.all.current", "active_bytes.all.current",
+                "requested_bytes.all.current", "allocation.all.current", "segment.all.current",
+                "allocated_bytes.small_pool.current", "allocated_bytes.large_pool.current",
+                "num_alloc_retries", "num_ooms"):
+        assert key in stats, key
+    assert stats["allocated_bytes.all.current"] == torch.neuron.memory_allocated()
+    assert stats["reserved_bytes.all.current"] == torch.neuron.memory_reserved()
+    assert stats["allocated_bytes.all.peak"] == torch.neuron.max_memory_allocated()
+    assert (stats["allocated_bytes.all.allocated"] - stats["allocated_bytes.all.freed"]
+            == stats["allocated_bytes.all.current"])
+    assert stats == torch.accelerator.memory_stats(0)
+    del t
+
+
+def test_requested_bytes_are_not_rounded():
+    before = torch.neuron.memory_stats()["requested_bytes.all.current"]
+    t = torch.empty(1000, device="neuron")  # 4000 bytes, in a 4096-byte block
+    assert torch.neuron.memory_stats()["requested_bytes.all.current"] - before == 4000
+    del t
+
+
+def test_small_and_large_pool_split():
+    stats0 = torch.neuron.memory_stats()
+    small = torch.empty(1000, dtype=torch.uint8, device="neuron")
+    large = torch.empty(4 << 20, dtype=torch.uint8, device="neuron")
+    stats1 = torch.neuron.memory_stats()
+
+    def delta(key):
+        return stats1[key] - stats0[key]
+
+    assert delta("allocated_bytes.small_pool.current") == 1024
+    assert delta("allocated_bytes.large_pool.current") == 4 << 20
+    assert delta("allocated_bytes.all.current") == 1024 + (4 << 20)
+    del small, large
+
+
+def test_reset_accumulated_memory_stats():
+    t = torch.empty(1000, device="neuron")
+    del t
+    assert torch.neuron.memory_stats()["allocated_bytes.all.allocated"] > 0
+    torch.neuron.reset_accumulated_memory_stats()
+    stats = torch.neuron.memory_stats()
+    assert stats["allocated_bytes.all.allocated"] == 0
+    assert stats["allocated_bytes.all.freed"] == 0
+    assert stats["allocated_bytes.all.current"] == torch.neuron.memory_allocated()
+
+
+def test_mem_get_info():
+    free, total = torch.neuron.mem_get_info()
+    assert total == 24 * GiB
+    # Memory the allocator holds, live or cached, is not free.
+    assert free == total - torch.neuron.memory_reserved()
+    t = torch.empty(64 << 20, dtype=torch.uint8, device="neuron")
+    free1, _ = torch.neuron.mem_get_info()
+    assert free - free1 == 64 << 20
+    del t
+    assert torch.neuron.mem_get_info()[0] == free1  # cached
+    torch.neuron.empty_cache()
+    assert torch.neuron.mem_get_info() == (free, total)
+    assert torch.accelerator.get_memory_info(0) == (free, total)
+    assert torch.neuron.mem_get_info(3)[1] == 24 * GiB
+
+
+def test_memory_summary():
+    summary = torch.neuron.memory_summary()
+    assert isinstance(summary, str)
+    assert "neuron:0" in summary
+    assert "neuron:1" in torch.neuron.memory_summary(1)
+    assert "neuron:3" in torch.neuron.memory_summary("neuron:3", abbreviated=True)
+
+
+def test_agrees_with_torch_accelerator():
+    t = torch.empty(12345, device="neuron:1")
+    for i in range(4):
+        assert torch.accelerator.memory_allocated(i) == torch.neuron.memory_allocated(i)
+        assert torch.accelerator.memory_reserved(i) == torch.neuron.memory_reserved(i)
+        assert torch.accelerator.max_memory_allocated(i) == torch.neuron.max_memory_allocated(i)
+    assert torch.accelerator.memory_allocated() == torch.neuron.memory_allocated()
+    del t
+
+
+def test_resize_is_accounted():
+    t = torch.empty(256, device="neuron")  # 1 KiB
+    before = torch.neuron.memory_allocated()
+    t.resize_(1 << 20)  # 4 MiB: a new block replaces the old one
+    assert torch.neuron.memory_allocated() - before == (4 << 20) - 1024
+    del t
+
+
+# Out of memory ------------------------------------------------------------------------------
+
+
+def test_out_of_memory_error_and_recovery():
+    ooms = torch.neuron.memory_stats()["num_ooms"]
+    allocated = torch.neuron.memory_allocated()
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        torch.empty(30 * GiB, dtype=torch.uint8, device="neuron")
+    message = str(info.value)
+    assert "30.00 GiB" in message  # requested
+    assert "24.00 GiB" in message  # capacity
+    assert "neuron:0" in message
+    assert isinstance(info.value, RuntimeError)
+    assert torch.neuron.memory_stats()["num_ooms"] == ooms + 1
+    assert torch.neuron.memory_allocated() == allocated
+    # The device still allocates and computes.
+    x = torch.randn(1000)
+    n = x.to("neuron")
+    assert torch.equal(n.cpu(), x)
+
+
+def test_out_of_memory_on_other_device_names_it():
+    with pytest.raises(torch.OutOfMemoryError, match="neuron:3"):
+        torch.empty(25 * GiB, dtype=torch.uint8, device="neuron:3")
+
+
+# The tests below fill a device; they use neuron:3, which the other tests leave empty, so that
+# no live tensor splits its HBM into pieces.
+BIG = "neuron:3"
+
+
+def test_allocation_fills_device_exactly_then_fails():
+    free, _ = torch.neuron.mem_get_info(BIG)
+    big = torch.empty(free, dtype=torch.uint8, device=BIG)  # every free byte
+    assert torch.neuron.mem_get_info(BIG)[0] == 0
+    with pytest.raises(torch.OutOfMemoryError):
+        torch.empty(1, dtype=torch.uint8, device=BIG)
+    # Other devices are unaffected.
+    assert torch.equal(torch.ones(4, device="neuron:1").cpu(), torch.ones(4))
+    del big
+    assert torch.equal(torch.ones(4, device=BIG).cpu(), torch.ones(4))
+
+
+def test_retry_after_freeing_the_cache():
+    retries = torch.neuron.memory_stats(BIG)["num_alloc_retries"]
+    # ~20 GiB of freed blocks stay cached...
+    blocks = [torch.empty(5 * GiB, dtype=torch.uint8, device=BIG) for _ in range(4)]
+    del blocks
+    assert torch.neuron.memory_reserved(BIG) >= 20 * GiB
+    assert torch.neuron.memory_allocated(BIG) < GiB
+    # ... so a 20 GiB request that no cached block fits exceeds the free HBM; the allocator
+    # releases its cache and tries again.
+    big = torch.empty(20 * GiB + 4096, dtype=torch.uint8, device=BIG)
+    assert big.numel() == 20 * GiB + 4096
+    assert torch.neuron.memory_stats(BIG)["num_alloc_retries"] == retries + 1
+    assert torch.neuron.memory_reserved(BIG) < 21 * GiB  # the 5 GiB blocks are gone
+    del big

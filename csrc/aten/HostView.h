@@ -8,6 +8,8 @@ namespace torch_neuron {
 
 // A CPU tensor aliasing `tensor`'s memory. It does not own the memory: keep `tensor` alive while
 // the view is used. CPU tensors and undefined tensors are returned unchanged.
-at::Tensor host_view(const at::Tensor& tensor);
+// A `resizable` view may be resized by a CPU kernel: its storage then grows through the CPU
+// allocator (which allocates in HBM inside an AllocateOnDevice scope, Note [Host execution]).
+at::Tensor host_view(const at::Tensor& tensor, bool resizable = false);
 
 }  // namespace torch_neuron

@@ -99,10 +99,36 @@ double stream_clock(c10::DeviceIndex device, c10::StreamId id) {
   return queue_of(c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device), id)).now_ns();
 }
 
-void free_block(void* ctx) {
-  auto* block = static_cast<Block*>(ctx);
+// Live blocks by data pointer. DataPtrs carry the data pointer as their context (not the Block),
+// so that c10::Allocator::raw_allocate/raw_deleter work: CPU kernels running on device memory
+// (Note [Host execution]) may use them.
+struct LiveBlocks {
+  std::mutex mutex;
+  std::unordered_map<void*, Block*> by_ptr;
+};
+
+LiveBlocks& live_blocks() {
+  static auto* live = new LiveBlocks();  // never destroyed, like caches()
+  return *live;
+}
+
+Block* find_live(void* ptr) {
+  std::lock_guard<std::mutex> lock(live_blocks().mutex);
+  auto it = live_blocks().by_ptr.find(ptr);
+  return it == live_blocks().by_ptr.end() ? nullptr : it->second;
+}
+
+void free_block(void* ptr) {
   // In a forked child the block belongs to the parent's allocator: leave it alone.
-  if (block == nullptr || in_bad_fork()) return;
+  if (ptr == nullptr || in_bad_fork()) return;
+  Block* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(live_blocks().mutex);
+    auto it = live_blocks().by_ptr.find(ptr);
+    if (it == live_blocks().by_ptr.end()) return;  // not ours; a deleter must not throw
+    block = it->second;
+    live_blocks().by_ptr.erase(it);
+  }
   // Remember when the streams that used the block finish with it (Note [Caching HBM allocator]).
   double ready = stream_clock(block->device, block->stream);
   for (auto id : block->other_streams) ready = std::max(ready, stream_clock(block->device, id));
@@ -180,10 +206,24 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
   queue_of(stream).wait_until(block->ready_ns);
   block->stream = stream.id();
   block->other_streams.clear();
-  return {block->ptr, block, &free_block, dev};
+  {
+    std::lock_guard<std::mutex> lock(live_blocks().mutex);
+    live_blocks().by_ptr[block->ptr] = block;
+  }
+  return {block->ptr, block->ptr, &free_block, dev};
 }
 
 c10::DeleterFnPtr NeuronDeviceAllocator::raw_deleter() const { return &free_block; }
+
+bool NeuronDeviceAllocator::release_if_owned(void* ptr) {
+  if (ptr == nullptr || find_live(ptr) == nullptr) return false;
+  free_block(ptr);
+  return true;
+}
+
+bool NeuronDeviceAllocator::owns(const c10::DataPtr& ptr) {
+  return ptr.get_deleter() == &free_block;
+}
 
 void NeuronDeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   // Simulated HBM is host memory.
@@ -201,8 +241,9 @@ void NeuronDeviceAllocator::emptyCache(c10::MempoolId_t) {
 }
 
 void NeuronDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
-  if (ptr.get_deleter() != &free_block || ptr.get_context() == nullptr) return;
-  auto* block = static_cast<Block*>(ptr.get_context());
+  if (ptr.get_deleter() != &free_block || ptr.get() == nullptr) return;
+  Block* block = find_live(ptr.get());
+  if (block == nullptr) return;
   TORCH_CHECK(stream.device_type() == kNeuron && stream.device_index() == block->device,
               "record_stream: the stream is on ", stream.device(),
               " but the tensor is on neuron:", static_cast<int>(block->device));

@@ -34,6 +34,10 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
 
   // Allocates on an explicit device (allocate() uses the current device).
   c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+  // Whether `ptr` came from this allocator (whatever device its DataPtr now claims).
+  static bool owns(const c10::DataPtr& ptr);
+  // Frees `ptr` if it is the start of a live block of this allocator; false otherwise.
+  static bool release_if_owned(void* ptr);
 };
 
 }  // namespace torch_neuron

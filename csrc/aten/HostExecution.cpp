@@ -1,0 +1,281 @@
+// Note [Host execution]
+// The boxed kernel behind every ATen op that has no dedicated neuron kernel. Simulated HBM is
+// host memory, so instead of copying arguments to the CPU and results back (ATen's
+// cpu_fallback), the op runs ATen's CPU kernel directly on the device memory:
+//   1. neuron tensors in the arguments are replaced by CPU views of the same bytes
+//      (HostView), neuron generators by the CPU generators they wrap, a neuron `device=`
+//      argument by the CPU;
+//   2. the CPU kernel runs with this thread's CPU allocations redirected into the device's
+//      HBM (AllocateOnDevice), so new outputs are born in device memory;
+//   3. results become neuron tensors again: outputs that alias an argument get that argument's
+//      neuron storage back, new outputs adopt the HBM block they were allocated in;
+//      arguments the kernel resized or restrided get their new storage and metadata;
+//   4. the op is charged to the simulated clock as the policy table (OpPolicy) says: on the
+//      engines for device ops, as a host round trip for fallback ops.
+// The result is bit-identical to CPU and costs no copies.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <trnsim/cost.h>
+#include <trnsim/transfer.h>
+
+#include "aten/HostView.h"
+#include "aten/OpCost.h"
+#include "aten/OpPolicy.h"
+#include "aten/OpTracking.h"
+#include "runtime/AllocateOnDevice.h"
+#include "runtime/DeviceAllocator.h"
+#include "runtime/Generator.h"
+#include "runtime/Runtime.h"
+#include "runtime/Stream.h"
+
+namespace torch_neuron {
+namespace {
+
+struct OpInfo {
+  std::string name;  // "aten::add.Tensor"
+  OpClass op_class;
+};
+
+// Name and class per operator, computed once (schemas live as long as the process).
+const OpInfo& info_for(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static auto* cache = new std::unordered_map<const c10::FunctionSchema*, OpInfo>();
+  const auto& schema = op.schema();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache->find(&schema);
+  if (it != cache->end()) return it->second;
+  std::string name = schema.name();
+  OpClass op_class = classify_op(name);
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  return cache->emplace(&schema, OpInfo{name, op_class}).first->second;
+}
+
+bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
+
+// Ops that, like their CUDA kernels, accept CPU tensors next to device tensors (indices).
+bool accepts_cpu_tensors(const std::string& name) {
+  return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0 ||
+         name.rfind("aten::_unsafe_index", 0) == 0;
+}
+
+// What the host run needs to put things back.
+struct Converted {
+  at::Tensor original;  // the neuron tensor
+  at::Tensor view;      // its CPU view
+};
+
+class HostRun {
+ public:
+  HostRun(const OpInfo& info, torch::jit::Stack& stack, size_t num_args)
+      : info_(info), stack_(stack), begin_(stack.size() - num_args) {}
+
+  // Step 1: device checks and conversion of the arguments. Returns the op's device.
+  c10::DeviceIndex convert_arguments() {
+    for (size_t i = begin_; i < stack_.size(); ++i) {
+      auto& value = stack_[i];
+      if (value.isTensor()) {
+        value = convert(value.toTensor());
+      } else if (value.isTensorList()) {
+        auto list = value.toTensorList();
+        for (size_t j = 0; j < list.size(); ++j) list[j] = convert(list[j]);
+        value = list;
+      } else if (value.isOptionalTensorList()) {
+        auto list = value.toOptionalTensorList();
+        for (size_t j = 0; j < list.size(); ++j) {
+          std::optional<at::Tensor> t = list[j];
+          if (t.has_value()) list[j] = convert(*t);
+        }
+        value = list;
+      } else if (value.isDevice() && value.toDevice().type() == kNeuron) {
+        note_device(value.toDevice());
+        value = c10::Device(c10::kCPU);
+      } else if (value.isGenerator()) {
+        const auto& gen = value.toGenerator();
+        if (gen.defined() && gen.device().type() == kNeuron) {
+          value = gen.get<NeuronGeneratorImpl>()->host_generator();
+        }
+      }
+    }
+    if (device_ < 0) device_ = current_device();
+    return device_;
+  }
+
+  // Step 3: results back to neuron; returns the bytes of the outputs.
+  uint64_t convert_results(size_t num_returns) {
+    sync_mutated_arguments();
+    uint64_t bytes = 0;
+    for (size_t i = stack_.size() - num_returns; i < stack_.size(); ++i) {
+      auto& value = stack_[i];
+      if (value.isTensor()) {
+        value = back_to_neuron(value.toTensor());
+        bytes += value.toTensor().defined() ? value.toTensor().nbytes() : 0;
+      } else if (value.isTensorList()) {
+        auto list = value.toTensorList();
+        for (size_t j = 0; j < list.size(); ++j) {
+          list[j] = back_to_neuron(list[j]);
+          bytes += list.get(j).nbytes();
+        }
+        value = list;
+      }
+    }
+    return bytes;
+  }
+
+  uint64_t input_bytes() const { return input_bytes_; }
+  const std::vector<at::Tensor>& inputs() const { return inputs_; }
+
+ private:
+  void note_device(const c10::Device& device) {
+    const auto index = device.index() >= 0 ? device.index() : current_device();
+    if (device_ < 0) device_ = index;
+    TORCH_CHECK(device_ == index, "Expected all tensors to be on the same device, but found at "
+                "least two devices, neuron:", static_cast<int>(device_), " and neuron:",
+                static_cast<int>(index), "!");
+  }
+
+  at::Tensor convert(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (!on_neuron(t)) {
+      // CUDA's rule: CPU tensors may join device ops only as 0-dim scalars.
+      TORCH_CHECK(t.dim() == 0 || !t.device().is_cpu() || accepts_cpu_tensors(info_.name),
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, neuron and ", t.device(), "! (", info_.name, ")");
+      return t;
+    }
+    note_device(t.device());
+    for (const auto& c : converted_) {
+      if (c.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.view;
+    }
+    at::Tensor view = host_view(t, /*resizable=*/true);
+    converted_.push_back({t, view});
+    inputs_.push_back(t);
+    input_bytes_ += t.nbytes();
+    return view;
+  }
+
+  // Arguments the kernel resized, restrided or re-pointed: carry that over to the originals.
+  void sync_mutated_arguments() {
+    for (auto& c : converted_) {
+      auto* view_storage = c.view.storage().unsafeGetStorageImpl();
+      auto* orig_storage = c.original.storage().unsafeGetStorageImpl();
+      if (view_storage->data() != orig_storage->data() ||
+          view_storage->nbytes() != orig_storage->nbytes()) {
+        adopt_storage(c.view);
+        c.original.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
+      }
+      if (c.view.sizes() != c.original.sizes() || c.view.strides() != c.original.strides() ||
+          c.view.storage_offset() != c.original.storage_offset()) {
+        c.original.unsafeGetTensorImpl()->set_sizes_and_strides(c.view.sizes(), c.view.strides(),
+                                                                c.view.storage_offset());
+      }
+    }
+  }
+
+  // Makes a storage that the CPU kernel allocated in HBM a neuron storage.
+  void adopt_storage(const at::Tensor& t) {
+    auto* storage = t.storage().unsafeGetStorageImpl();
+    auto& data_ptr = storage->mutable_data_ptr();
+    if (data_ptr.device().type() == kNeuron) return;
+    data_ptr.unsafe_set_device(c10::Device(kNeuron, device_));
+    storage->set_allocator(&device_allocator());
+  }
+
+  at::Tensor back_to_neuron(const at::Tensor& t) {
+    if (!t.defined() || on_neuron(t)) return t;
+    // Returned argument (in-place and out= ops) or a view of one.
+    for (const auto& c : converted_) {
+      if (c.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.original;
+    }
+    for (const auto& c : converted_) {
+      if (t.storage().unsafeGetStorageImpl() == c.view.storage().unsafeGetStorageImpl()) {
+        return wrap(c.original.storage(), t);
+      }
+    }
+    if (!t.device().is_cpu()) return t;  // e.g. a meta tensor: not ours to move
+    if (NeuronDeviceAllocator::owns(t.storage().data_ptr()) || t.storage().nbytes() == 0) {
+      adopt_storage(t);
+      if (t.storage().nbytes() == 0) {
+        // Zero-byte storages may come from any allocator; give them a neuron identity.
+        c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
+                           device_allocator().allocate_on(device_, 0), &device_allocator(),
+                           true);
+        return wrap(empty, t);
+      }
+      return wrap(t.storage(), t);
+    }
+    // A CPU tensor the kernel did not allocate through the CPU allocator: copy it over.
+    at::Tensor out = at::empty_strided(t.sizes(), t.strides(),
+                                       t.options().device(c10::Device(kNeuron, device_)));
+    host_view(out).copy_(t);
+    return out;
+  }
+
+  at::Tensor wrap(const c10::Storage& storage, const at::Tensor& like) {
+    auto out = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                      like.storage_offset());
+    return out;
+  }
+
+  const OpInfo& info_;
+  torch::jit::Stack& stack_;
+  size_t begin_;
+  c10::DeviceIndex device_ = -1;
+  std::vector<Converted> converted_;
+  std::vector<at::Tensor> inputs_;
+  uint64_t input_bytes_ = 0;
+};
+
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpInfo& info = info_for(op);
+  const auto& schema = op.schema();
+  const bool fallback = info.op_class == OpClass::Fallback;
+  TORCH_CHECK(!fallback || !fallback_is_error(), "operator ", info.name,
+              " is not run by Trainium and would fall back to the CPU, which "
+              "TORCH_NEURON_FALLBACK=error forbids. Unset TORCH_NEURON_FALLBACK (or call "
+              "torch_neuron.set_fallback_error(False)) to allow CPU fallback.");
+
+  HostRun run(info, *stack, schema.arguments().size());
+  const c10::DeviceIndex device = run.convert_arguments();
+  {
+    AllocateOnDevice allocate_on(device);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+  const uint64_t out_bytes = run.convert_results(schema.returns().size());
+
+  auto& queue = current_queue(device);
+  const auto& instance = system().instance();
+  if (fallback) {
+    queue.launch(info.name,
+                 trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost,
+                                          run.input_bytes()) +
+                     trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice,
+                                              out_bytes));
+    count_fallback_op(info.name);
+    return;
+  }
+  const auto outputs = torch::jit::last(*stack, schema.returns().size());
+  queue.launch(info.name, estimate_cost(instance, info.op_class, info.name, run.inputs(), outputs,
+                                        run.input_bytes() + out_bytes)
+                              .duration_ns());
+  count_executed_op(info.name);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+}
+
+}  // namespace torch_neuron

@@ -1,0 +1,113 @@
+#include "aten/OpCost.h"
+
+#include <algorithm>
+
+namespace torch_neuron {
+namespace {
+
+// The largest tensor among the outputs, the tensor that sizes most ops' work.
+at::Tensor largest_output(c10::ArrayRef<c10::IValue> outputs) {
+  at::Tensor best;
+  for (const auto& v : outputs) {
+    if (v.isTensor()) {
+      const auto& t = v.toTensor();
+      if (t.defined() && (!best.defined() || t.numel() > best.numel())) best = t;
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (t.defined() && (!best.defined() || t.numel() > best.numel())) best = t;
+      }
+    }
+  }
+  return best;
+}
+
+int64_t max_numel(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors) n = std::max<int64_t>(n, t.numel());
+  return n;
+}
+
+// Matmul-like ops: output [..., M, N]; K is the contracted size of the first matrix operand,
+// which is input 0 for mm/bmm/mv/dot and input 1 (after the bias) for the add* forms.
+trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& name,
+                      const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                      uint64_t bytes) {
+  const bool has_bias = name.find("::add") != std::string::npos ||
+                        name.find("::_addmm") != std::string::npos;
+  const size_t lhs_index = has_bias && inputs.size() >= 3 ? 1 : 0;
+  if (inputs.size() <= lhs_index || !out.defined()) {
+    return trnsim::streaming_cost(instance, trnsim::Engine::Vector, max_numel(inputs), bytes);
+  }
+  const at::Tensor& lhs = inputs[lhs_index];
+  const int64_t k = lhs.dim() >= 1 ? lhs.size(-1) : 1;
+  const int64_t n = out.dim() >= 2 ? out.size(-1) : 1;
+  const int64_t m = out.dim() >= 2 ? out.size(-2) : std::max<int64_t>(out.numel(), 1);
+  const int64_t batch = out.dim() >= 2 ? out.numel() / std::max<int64_t>(m * n, 1) : 1;
+  return trnsim::matmul_cost(instance, batch, m, k, n, matmul_precision(lhs.scalar_type()),
+                             bytes);
+}
+
+// Convolution as the matmul the hardware runs (im2col): output positions x output channels,
+// contracted over input channels per group x kernel size. The weight is the input whose first
+// dimension is the output channel count; backward does about twice the forward work.
+trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::string& name,
+                           const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                           uint64_t bytes) {
+  const bool backward = name.find("backward") != std::string::npos;
+  const at::Tensor* weight = nullptr;
+  for (const auto& t : inputs) {
+    if (t.dim() >= 3 && (&t != &inputs.front() || inputs.size() == 1)) {
+      weight = &t;
+      break;
+    }
+  }
+  const at::Tensor& activation = backward && !inputs.empty() ? inputs.front() : out;
+  if (weight == nullptr || !activation.defined() || activation.dim() < 3) {
+    return trnsim::streaming_cost(instance, trnsim::Engine::Vector, max_numel(inputs), bytes);
+  }
+  const int64_t channels_out = weight->size(0);
+  const int64_t k = weight->numel() / std::max<int64_t>(channels_out, 1);
+  const int64_t positions = activation.numel() / std::max<int64_t>(activation.size(1), 1);
+  return trnsim::matmul_cost(instance, backward ? 2 : 1, positions, k, channels_out,
+                             matmul_precision(weight->scalar_type()), bytes);
+}
+
+}  // namespace
+
+trnsim::Precision matmul_precision(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kFloat8_e4m3fn:
+    case c10::kFloat8_e5m2:
+    case c10::kFloat8_e4m3fnuz:
+    case c10::kFloat8_e5m2fnuz:
+      return trnsim::Precision::FP8;
+    case c10::kBFloat16:
+    case c10::kHalf:
+      return trnsim::Precision::BF16;
+    default:
+      return trnsim::Precision::FP32;
+  }
+}
+
+trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
+                             const std::string& name, const std::vector<at::Tensor>& inputs,
+                             c10::ArrayRef<c10::IValue> outputs, uint64_t bytes) {
+  const at::Tensor out = largest_output(outputs);
+  const int64_t elements = std::max<int64_t>(out.defined() ? out.numel() : 0, max_numel(inputs));
+  switch (op_class) {
+    case OpClass::Matmul:
+      return matmul(instance, name, inputs, out, bytes);
+    case OpClass::Convolution:
+      return convolution(instance, name, inputs, out, bytes);
+    case OpClass::Scalar:
+      return trnsim::streaming_cost(instance, trnsim::Engine::Scalar, elements, bytes);
+    case OpClass::GpSimd:
+      return trnsim::streaming_cost(instance, trnsim::Engine::GpSimd, elements, bytes);
+    case OpClass::Vector:
+    case OpClass::Fallback:
+      break;
+  }
+  return trnsim::streaming_cost(instance, trnsim::Engine::Vector, elements, bytes);
+}
+
+}  // namespace torch_neuron

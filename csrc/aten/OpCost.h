@@ -1,0 +1,25 @@
+// The cost of an op on the simulated NeuronCore, from its class (OpPolicy) and the shapes and
+// dtypes of its tensors: TensorE work for matmuls and convolutions, streaming work on VectorE,
+// ScalarE or GpSimdE for the rest, HBM traffic for all.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <string>
+#include <vector>
+
+#include <trnsim/cost.h>
+
+#include "aten/OpPolicy.h"
+
+namespace torch_neuron {
+
+trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
+                             const std::string& name, const std::vector<at::Tensor>& inputs,
+                             c10::ArrayRef<c10::IValue> outputs, uint64_t bytes);
+
+// TensorE precision for a dtype: FP8 types, 16-bit floats, everything else FP32.
+trnsim::Precision matmul_precision(c10::ScalarType dtype);
+
+}  // namespace torch_neuron

@@ -1,0 +1,62 @@
+#include "runtime/AllocateOnDevice.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include "runtime/DeviceAllocator.h"
+
+namespace torch_neuron {
+namespace {
+
+thread_local c10::DeviceIndex tls_target_device = -1;
+
+// Wraps the CPU allocator that was registered before torch_neuron loaded.
+class RedirectingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit RedirectingCpuAllocator(c10::Allocator* host) : host_(host) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (tls_target_device < 0) return host_->allocate(nbytes);
+    c10::DataPtr ptr = device_allocator().allocate_on(tls_target_device, nbytes);
+    ptr.unsafe_set_device(c10::Device(c10::kCPU));  // the kernel sees a CPU tensor
+    return ptr;
+  }
+
+  // One deleter for both kinds of memory, because a raw allocation may be freed outside the
+  // scope it was made in.
+  c10::DeleterFnPtr raw_deleter() const override { return &free_either; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    host_->copy_data(dest, src, count);
+  }
+
+  static c10::Allocator* host_allocator;
+
+ private:
+  static void free_either(void* ptr) {
+    if (!NeuronDeviceAllocator::release_if_owned(ptr)) host_allocator->raw_deleter()(ptr);
+  }
+  c10::Allocator* host_;
+};
+
+c10::Allocator* RedirectingCpuAllocator::host_allocator = nullptr;
+
+// Installed when libtorch_neuron loads, above the default CPU allocator's priority.
+struct InstallRedirect {
+  InstallRedirect() {
+    RedirectingCpuAllocator::host_allocator = c10::GetAllocator(c10::DeviceType::CPU);
+    // Never destroyed: CPU memory is freed until the very end of the process.
+    static auto* redirect = new RedirectingCpuAllocator(RedirectingCpuAllocator::host_allocator);
+    c10::SetAllocator(c10::DeviceType::CPU, redirect, /*priority=*/1);
+  }
+} install_redirect;
+
+}  // namespace
+
+AllocateOnDevice::AllocateOnDevice(c10::DeviceIndex device) : previous_(tls_target_device) {
+  tls_target_device = device;
+}
+
+AllocateOnDevice::~AllocateOnDevice() { tls_target_device = previous_; }
+
+}  // namespace torch_neuron

@@ -1,0 +1,26 @@
+// Redirects this thread's CPU allocations into the HBM of a neuron device.
+//
+// Note [Host execution]: most neuron ops run ATen's CPU kernel on CPU views of device memory
+// (aten/HostExecution.cpp). The tensors such a kernel allocates (its outputs and scratch) must
+// land in HBM too, so the outputs can become neuron tensors without a copy. While an
+// AllocateOnDevice scope is alive, the CPU allocator (which torch_neuron wraps at load time)
+// serves this thread's requests from the device's caching allocator. Other threads, and this
+// thread outside the scope, get ordinary host memory.
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace torch_neuron {
+
+class AllocateOnDevice {
+ public:
+  explicit AllocateOnDevice(c10::DeviceIndex device);
+  ~AllocateOnDevice();
+  AllocateOnDevice(const AllocateOnDevice&) = delete;
+  AllocateOnDevice& operator=(const AllocateOnDevice&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+}  // namespace torch_neuron

@@ -29,6 +29,7 @@ from torch_neuron._op_tracking import (
     set_fallback_error,
 )
 
+_C._register_host_kernels()
 _torch.utils.rename_privateuse1_backend("neuron")
 _torch._register_device_module("neuron", neuron)
 _torch.utils.generate_methods_for_privateuse1_backend(

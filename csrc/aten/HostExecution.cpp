@@ -28,6 +28,7 @@
 #include <trnsim/cost.h>
 #include <trnsim/transfer.h>
 
+#include "aten/HostExecution.h"
 #include "aten/HostView.h"
 #include "aten/OpCost.h"
 #include "aten/OpPolicy.h"
@@ -66,6 +67,24 @@ bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().type() ==
 bool accepts_cpu_tensors(const std::string& name) {
   return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0 ||
          name.rfind("aten::_unsafe_index", 0) == 0;
+}
+
+// A neuron tensor over `storage` with the sizes, strides and offset of `like`.
+at::Tensor wrap(const c10::Storage& storage, const at::Tensor& like) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                    like.storage_offset());
+  return out;
+}
+
+// Makes a storage that a CPU kernel allocated in HBM a neuron storage.
+void adopt_storage(const at::Tensor& t, c10::DeviceIndex device) {
+  auto* storage = t.storage().unsafeGetStorageImpl();
+  auto& data_ptr = storage->mutable_data_ptr();
+  if (data_ptr.device().type() == kNeuron) return;
+  data_ptr.unsafe_set_device(c10::Device(kNeuron, device));
+  storage->set_allocator(&device_allocator());
 }
 
 // What the host run needs to put things back.
@@ -170,7 +189,7 @@ class HostRun {
       auto* orig_storage = c.original.storage().unsafeGetStorageImpl();
       if (view_storage->data() != orig_storage->data() ||
           view_storage->nbytes() != orig_storage->nbytes()) {
-        adopt_storage(c.view);
+        adopt_storage(c.view, device_);
         c.original.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
       }
       if (c.view.sizes() != c.original.sizes() || c.view.strides() != c.original.strides() ||
@@ -179,15 +198,6 @@ class HostRun {
                                                                 c.view.storage_offset());
       }
     }
-  }
-
-  // Makes a storage that the CPU kernel allocated in HBM a neuron storage.
-  void adopt_storage(const at::Tensor& t) {
-    auto* storage = t.storage().unsafeGetStorageImpl();
-    auto& data_ptr = storage->mutable_data_ptr();
-    if (data_ptr.device().type() == kNeuron) return;
-    data_ptr.unsafe_set_device(c10::Device(kNeuron, device_));
-    storage->set_allocator(&device_allocator());
   }
 
   at::Tensor back_to_neuron(const at::Tensor& t) {
@@ -201,31 +211,7 @@ class HostRun {
         return wrap(c.original.storage(), t);
       }
     }
-    if (!t.device().is_cpu()) return t;  // e.g. a meta tensor: not ours to move
-    if (NeuronDeviceAllocator::owns(t.storage().data_ptr()) || t.storage().nbytes() == 0) {
-      adopt_storage(t);
-      if (t.storage().nbytes() == 0) {
-        // Zero-byte storages may come from any allocator; give them a neuron identity.
-        c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
-                           device_allocator().allocate_on(device_, 0), &device_allocator(),
-                           true);
-        return wrap(empty, t);
-      }
-      return wrap(t.storage(), t);
-    }
-    // A CPU tensor the kernel did not allocate through the CPU allocator: copy it over.
-    at::Tensor out = at::empty_strided(t.sizes(), t.strides(),
-                                       t.options().device(c10::Device(kNeuron, device_)));
-    host_view(out).copy_(t);
-    return out;
-  }
-
-  at::Tensor wrap(const c10::Storage& storage, const at::Tensor& like) {
-    auto out = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
-    out.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
-                                                      like.storage_offset());
-    return out;
+    return adopt_host_result(t, device_);
   }
 
   const OpInfo& info_;
@@ -274,8 +260,77 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+at::Tensor adopt_host_result(const at::Tensor& t, c10::DeviceIndex device) {
+  if (!t.defined() || on_neuron(t) || !t.device().is_cpu()) return t;
+  if (t.storage().nbytes() == 0) {
+    // Zero-byte storages may come from any allocator; give them a neuron identity.
+    c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
+                       device_allocator().allocate_on(device, 0), &device_allocator(), true);
+    return wrap(empty, t);
+  }
+  if (NeuronDeviceAllocator::owns(t.storage().data_ptr())) {
+    adopt_storage(t, device);
+    return wrap(t.storage(), t);
+  }
+  // Memory the kernel did not get from the CPU allocator (a cached constant): copy it over.
+  at::Tensor out =
+      at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::Device(kNeuron, device)));
+  host_view(out).copy_(t);
+  return out;
+}
+
+void charge_device_op(const std::string& name, OpClass op_class, c10::DeviceIndex device,
+                      const std::vector<at::Tensor>& inputs,
+                      const std::vector<at::Tensor>& outputs) {
+  uint64_t bytes = 0;
+  std::vector<c10::IValue> values;
+  for (const auto& t : inputs) bytes += t.defined() ? t.nbytes() : 0;
+  for (const auto& t : outputs) {
+    bytes += t.defined() ? t.nbytes() : 0;
+    values.emplace_back(t);
+  }
+  current_queue(device).launch(
+      name, estimate_cost(system().instance(), op_class, name, inputs, values, bytes).duration_ns());
+  count_executed_op(name);
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+}
+
+}  // namespace torch_neuron
+
+namespace torch_neuron {
+
+// Note [Composite kernels on neuron]: for ops that have both a CPU kernel and a
+// CompositeExplicitAutograd(NonFunctional) kernel, the dispatcher prefers the composite over our
+// backend fallback. For structured ops the composite just allocates an output and calls the
+// out= variant (two dispatches instead of one); for a few (native_layer_norm,
+// native_group_norm) it is a different algorithm with different rounding than the CPU kernel.
+// Registering host execution for exactly those ops makes neuron match CPU bit for bit.
+void register_host_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static auto* library = new torch::Library(torch::Library::IMPL, "aten",
+                                              c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const auto& name : dispatcher.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = dispatcher.findOp(name);
+      if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        continue;
+      }
+      if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+          !op->hasKernelForDispatchKey(
+              c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+        continue;
+      }
+      std::string qualified = name.name.substr(6);
+      if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+      library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+    }
+  });
 }
 
 }  // namespace torch_neuron

@@ -48,19 +48,18 @@ trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& n
 }
 
 // Convolution as the matmul the hardware runs (im2col): output positions x output channels,
-// contracted over input channels per group x kernel size. The weight is the input whose first
-// dimension is the output channel count; backward does about twice the forward work.
+// contracted over input channels per group x kernel size. Backward (grad input and grad weight)
+// does about twice the forward work, sized by the incoming gradient.
 trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::string& name,
                            const std::vector<at::Tensor>& inputs, const at::Tensor& out,
                            uint64_t bytes) {
   const bool backward = name.find("backward") != std::string::npos;
+  // The weight comes after the activation in every convolution signature; a bias is 1-D.
   const at::Tensor* weight = nullptr;
   for (const auto& t : inputs) {
-    if (t.dim() >= 3 && (&t != &inputs.front() || inputs.size() == 1)) {
-      weight = &t;
-      break;
-    }
+    if (t.defined() && t.dim() >= 3) weight = &t;
   }
+  if (weight == &inputs.front() && inputs.size() > 1) weight = nullptr;
   const at::Tensor& activation = backward && !inputs.empty() ? inputs.front() : out;
   if (weight == nullptr || !activation.defined() || activation.dim() < 3) {
     return trnsim::streaming_cost(instance, trnsim::Engine::Vector, max_numel(inputs), bytes);

@@ -6,6 +6,7 @@
 
 #include <trnsim/instance.h>
 
+#include "aten/HostExecution.h"
 #include "aten/OpTracking.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
@@ -88,6 +89,7 @@ PYBIND11_MODULE(_C, m) {
           return py::reinterpret_steal<py::object>(
               THPGenerator_initDefaultGenerator(default_generator(resolve_device(index))));
         }));
+  m.def("_register_host_kernels", wrap_pybind_function(&register_host_kernels));
   m.def("_executed_ops", wrap_pybind_function(&executed_ops));
   m.def("_fallback_ops", wrap_pybind_function(&fallback_ops));
   m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));

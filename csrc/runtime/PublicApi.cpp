@@ -2,12 +2,16 @@
 // set_fallback_error are defined in aten/OpTracking.cpp, which declares the same functions.)
 #include <torch_neuron/torch_neuron.h>
 
+#include "aten/HostExecution.h"
 #include "aten/OpTracking.h"
 #include "runtime/Runtime.h"
 
 namespace torch_neuron {
 
-int init() { return device_count(); }
+int init() {
+  register_host_kernels();
+  return device_count();
+}
 
 int device_count() { return static_cast<int>(visible_device_count()); }
 

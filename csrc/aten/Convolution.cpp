@@ -1,0 +1,70 @@
+// Convolution through PyTorch's hook for accelerator backends: at::convolution on a neuron
+// tensor lands in convolution_overrideable (and its backward in
+// convolution_backward_overrideable). Both run ATen's CPU convolution on the device memory
+// (Note [Host execution]) and are charged as TensorE work (im2col matmul, OpCost).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <torch/library.h>
+
+#include "aten/HostExecution.h"
+#include "aten/HostView.h"
+#include "runtime/AllocateOnDevice.h"
+
+namespace torch_neuron {
+namespace {
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias,
+                                    c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                    c10::IntArrayRef dilation, bool transposed,
+                                    c10::IntArrayRef output_padding, int64_t groups) {
+  const auto device = input.device().index();
+  at::Tensor out;
+  {
+    AllocateOnDevice allocate_on(device);
+    std::optional<at::Tensor> host_bias;
+    if (bias.has_value() && bias->defined()) host_bias = host_view(*bias);
+    out = at::convolution(host_view(input), host_view(weight), host_bias, stride, padding,
+                          dilation, transposed, output_padding, groups);
+  }
+  out = adopt_host_result(out, device);
+  charge_device_op("aten::convolution_overrideable", OpClass::Convolution, device,
+                   {input, weight}, {out});
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+    bool transposed, c10::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  const auto device = input.device().index();
+  // The bias has one entry per output channel (weight is [out, in/groups, ...] or, transposed,
+  // [in, out/groups, ...]).
+  const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
+  {
+    AllocateOnDevice allocate_on(device);
+    grads = at::convolution_backward(host_view(grad_output), host_view(input),
+                                     host_view(weight), c10::IntArrayRef{out_channels}, stride,
+                                     padding, dilation, transposed, output_padding, groups,
+                                     output_mask);
+  }
+  auto& [grad_input, grad_weight, grad_bias] = grads;
+  grad_input = adopt_host_result(grad_input, device);
+  grad_weight = adopt_host_result(grad_weight, device);
+  grad_bias = adopt_host_result(grad_bias, device);
+  charge_device_op("aten::convolution_backward_overrideable", OpClass::Convolution, device,
+                   {grad_output, input, weight}, {grad_input, grad_weight});
+  return grads;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+}
+
+}  // namespace torch_neuron

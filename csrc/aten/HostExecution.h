@@ -1,0 +1,28 @@
+// Host execution of neuron ops (Note [Host execution] in HostExecution.cpp), and the pieces of
+// it that dedicated kernels reuse.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "aten/OpPolicy.h"
+
+namespace torch_neuron {
+
+// Registers host execution for ops whose composite kernel would otherwise win over it
+// (Note [Composite kernels on neuron]). Idempotent; called when the Python package or
+// torch_neuron::init() initializes.
+void register_host_kernels();
+
+// Turns a CPU tensor that a kernel produced inside AllocateOnDevice(device) into a neuron tensor:
+// without a copy when its memory is in that device's HBM (the usual case), by a copy otherwise.
+at::Tensor adopt_host_result(const at::Tensor& cpu_result, c10::DeviceIndex device);
+
+// Charges an op that ran on `device` to the current stream's clock and counts it as executed.
+void charge_device_op(const std::string& name, OpClass op_class, c10::DeviceIndex device,
+                      const std::vector<at::Tensor>& inputs,
+                      const std::vector<at::Tensor>& outputs);
+
+}  // namespace torch_neuron

@@ -1,0 +1,223 @@
+"""Runs PyTorch's OpInfo database (torch.testing._internal.common_methods_invocations.op_db)
+on neuron and on the CPU and compares, as PyTorch's own test_compare_cpu does.
+
+For every OpInfo and every dtype in DTYPES that the op supports on the CPU, each sample input
+runs on both devices from the same seed (the neuron generators draw the same streams as the CPU
+generator for a seed, so random ops compare too). An op passes when every sample matches within
+the dtype's default tolerance; float32 gradients of autograd-capable ops are compared as well.
+An op that ran any CPU fallback is reported as "fallback" — except ops the policy table sends
+to the CPU by design (linalg factorizations, FFTs, complex dtypes), reported as "policy_fallback".
+
+    python test/conformance/opinfo_sweep.py                      # full sweep, report.json
+    python test/conformance/opinfo_sweep.py --ops add mm --dtypes float32
+    python test/conformance/opinfo_sweep.py --smoke              # the CI slice
+
+Writes a JSON report (per op and dtype: status and first error) and prints a summary line.
+"""
+
+import argparse
+import json
+import sys
+import time
+import traceback
+import warnings
+
+import torch
+import torch_neuron
+from torch.utils._pytree import tree_flatten, tree_map
+
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+# The CI slice: ops real models use, one or two of each family.
+SMOKE_OPS = [
+    "add", "mul", "div", "sub", "where", "clamp", "abs", "exp", "log", "tanh", "sigmoid",
+    "nn.functional.gelu", "nn.functional.silu", "nn.functional.relu", "pow", "rsqrt", "eq",
+    "logical_and", "bitwise_and", "sum", "mean", "amax", "argmax", "var", "cumsum",
+    "logsumexp", "softmax", "log_softmax", "mm", "bmm", "addmm", "matmul", "einsum",
+    "nn.functional.linear", "nn.functional.conv2d", "nn.functional.max_pool2d",
+    "nn.functional.layer_norm", "nn.functional.embedding", "index_select", "gather",
+    "scatter_add", "index_put", "masked_fill", "nonzero", "cat", "stack", "flip", "tril",
+    "sort", "topk", "nn.functional.cross_entropy", "nn.functional.mse_loss",
+    "nn.functional.scaled_dot_product_attention", "linalg.inv", "_refs.add",
+]
+
+
+def op_key(op):
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def to_neuron(x):
+    if isinstance(x, torch.Tensor):
+        y = x.detach().to("neuron")
+        return y.requires_grad_(x.requires_grad) if x.is_leaf and x.requires_grad else y
+    return x
+
+
+def to_cpu(x):
+    return x.detach().cpu() if isinstance(x, torch.Tensor) else x
+
+
+def run_sample(op, sample, device_fn):
+    inp, args, kwargs = tree_map(device_fn, (sample.input, sample.args, sample.kwargs))
+    torch.manual_seed(1234)
+    out = op(inp, *args, **kwargs)
+    return (inp, args, kwargs), out
+
+
+def grads_of(inputs, out):
+    """Backpropagates the sum of the floating outputs; returns the grads of the inputs."""
+    outs = [o for o in tree_flatten(out)[0]
+            if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+    leaves = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not outs or not leaves:
+        return None
+    total = sum(o.float().sum() for o in outs)
+    return torch.autograd.grad(total, leaves, allow_unused=True)
+
+
+def compare(actual, expected, what):
+    actual, expected = tree_map(to_cpu, actual), tree_map(to_cpu, expected)
+    flat_a, spec_a = tree_flatten(actual)
+    flat_e, spec_e = tree_flatten(expected)
+    if spec_a != spec_e:
+        raise AssertionError(f"{what}: output structure differs: {spec_a} vs {spec_e}")
+    for a, e in zip(flat_a, flat_e):
+        if isinstance(e, torch.Tensor):
+            torch.testing.assert_close(a, e, equal_nan=True, msg=lambda m: f"{what}: {m}")
+        elif a != e and not (a != a and e != e):  # NaN == NaN for Python floats
+            raise AssertionError(f"{what}: {a!r} != {e!r}")
+
+
+def check_op_dtype(op, dtype, with_grad):
+    """Returns (status, message, policy_fallback)."""
+    torch.manual_seed(0)
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=with_grad))
+    fallback_ops = {}
+    checked = 0
+    for i, sample in enumerate(samples):
+        try:
+            cpu_inputs, cpu_out = run_sample(op, sample, lambda x: x)
+        except Exception:
+            continue  # the sample is invalid on the CPU too
+        torch_neuron.clear_op_tracking()
+        try:
+            neuron_inputs, neuron_out = run_sample(op, sample, to_neuron)
+            compare(neuron_out, cpu_out, f"sample {i} output")
+            if with_grad:
+                cpu_grads = grads_of(cpu_inputs, cpu_out)
+                if cpu_grads is not None:
+                    compare(grads_of(neuron_inputs, neuron_out), cpu_grads, f"sample {i} grad")
+        except Exception as e:
+            fallback_ops.update(torch_neuron.get_fallback_ops())
+            return "fail", f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}", fallback_ops
+        fallback_ops.update(torch_neuron.get_fallback_ops())
+        checked += 1
+    if checked == 0:
+        return "skip", "no sample runs on the CPU", {}
+    if fallback_ops:
+        return "fallback", "fell back: " + ", ".join(sorted(fallback_ops)), fallback_ops
+    return "pass", "", {}
+
+
+def is_policy_fallback(op, fallback_ops):
+    """Ops the policy table sends to the CPU by design (see csrc/aten/OpPolicy.cpp)."""
+    name = op.name
+    if name.startswith(("linalg.", "fft.", "_refs.linalg.", "_refs.fft.")) and not any(
+            n in name for n in ("norm", "vector_norm", "matrix_norm", "cross", "vecdot", "diagonal",
+                                "multi_dot", "matmul", "householder_product_no")):
+        return True
+    return all(n.split("::")[-1].startswith(("linalg_", "_linalg_", "fft_", "_fft_", "cholesky",
+                                             "svd", "geqrf", "ormqr", "orgqr", "triangular_solve",
+                                             "lu", "_lu", "inverse", "det", "logdet", "slogdet",
+                                             "_linalg", "linalg"))
+               for n in fallback_ops) and bool(fallback_ops)
+
+
+def sweep(ops, dtypes, progress=True):
+    report = {}
+    total = sum(1 for op in ops for d in dtypes if DTYPES[d] in op.supported_dtypes("cpu"))
+    done, start = 0, time.time()
+    for op in ops:
+        key = op_key(op)
+        for dname in dtypes:
+            dtype = DTYPES[dname]
+            if dtype not in op.supported_dtypes("cpu"):
+                continue
+            with_grad = dtype == torch.float32 and op.supports_autograd
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    status, message, fallback_ops = check_op_dtype(op, dtype, with_grad)
+                except Exception as e:  # sample generation itself failed
+                    status, message, fallback_ops = "skip", f"sample inputs: {e}"[:300], {}
+            if status == "fallback" and is_policy_fallback(op, fallback_ops):
+                status = "policy_fallback"
+            report.setdefault(key, {})[dname] = {"status": status, "message": message}
+            done += 1
+            if progress:
+                elapsed = time.time() - start
+                bar = "#" * int(30 * done / max(total, 1))
+                sys.stderr.write(f"\r[{bar:<30}] {done}/{total} {elapsed:5.0f}s {key[:40]:<40}")
+                sys.stderr.flush()
+    if progress:
+        sys.stderr.write("\n")
+    return report
+
+
+def summarize(report, dtype="float32"):
+    rows = [v[dtype] for v in report.values() if dtype in v and v[dtype]["status"] != "skip"]
+    count = lambda *s: sum(r["status"] in s for r in rows)
+    n = len(rows)
+    policy = count("policy_fallback")
+    counted = n - policy
+    return {
+        "dtype": dtype,
+        "ops": n,
+        "pass": count("pass"),
+        "pass_or_fallback": count("pass", "fallback", "policy_fallback"),
+        "policy_fallback": policy,
+        "fallback": count("fallback"),
+        "fail": count("fail"),
+        "pass_rate": count("pass", "fallback", "policy_fallback") / max(n, 1),
+        "zero_fallback_rate": count("pass") / max(counted, 1),
+    }
+
+
+def select_ops(names=None, smoke=False):
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    if smoke:
+        names = SMOKE_OPS
+    if names:
+        wanted = set(names)
+        return [op for op in op_db if op.name in wanted or op_key(op) in wanted]
+    return list(op_db)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", nargs="*", help="OpInfo names (default: all)")
+    parser.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=list(DTYPES))
+    parser.add_argument("--smoke", action="store_true", help="only the CI slice")
+    parser.add_argument("--report", default="opinfo_report.json")
+    args = parser.parse_args(argv)
+    ops = select_ops(args.ops, args.smoke)
+    report = sweep(ops, args.dtypes)
+    summaries = {d: summarize(report, d) for d in args.dtypes}
+    with open(args.report, "w") as f:
+        json.dump({"summary": summaries, "ops": report}, f, indent=1, sort_keys=True)
+    s = summaries.get("float32") or next(iter(summaries.values()))
+    print(f"{s['dtype']}: {s['ops']} ops, {s['pass_rate']:.1%} pass, "
+          f"{s['zero_fallback_rate']:.1%} pass with zero CPU fallback "
+          f"({s['policy_fallback']} policy fallbacks excluded), {s['fail']} fail; "
+          f"report in {args.report}")
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,7 @@ import torch as _torch
 
 from torch_neuron import _C
 from torch_neuron import neuron
+from torch_neuron._dtype_policy import get_float64_mode, set_float64_mode
 from torch_neuron._op_tracking import (
     clear_op_tracking,
     get_executed_ops,
@@ -45,5 +46,7 @@ __all__ = [
     "get_fallback_ops",
     "clear_op_tracking",
     "set_fallback_error",
+    "set_float64_mode",
+    "get_float64_mode",
     "cmake_prefix_path",
 ]

@@ -16,6 +16,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
@@ -32,6 +33,7 @@
 #include "aten/HostView.h"
 #include "aten/OpCost.h"
 #include "aten/OpPolicy.h"
+#include "aten/DtypePolicy.h"
 #include "aten/OpTracking.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/DeviceAllocator.h"
@@ -90,18 +92,27 @@ void adopt_storage(const at::Tensor& t, c10::DeviceIndex device) {
 // What the host run needs to put things back.
 struct Converted {
   at::Tensor original;  // the neuron tensor
-  at::Tensor view;      // its CPU view
+  at::Tensor view;      // its CPU view, or a float32 copy of a float64 tensor (narrowed)
+  bool narrowed;
+  bool written;         // the schema marks the argument as written (in-place, out=)
 };
 
 class HostRun {
  public:
-  HostRun(const OpInfo& info, torch::jit::Stack& stack, size_t num_args)
-      : info_(info), stack_(stack), begin_(stack.size() - num_args) {}
+  HostRun(const OpInfo& info, const c10::FunctionSchema& schema, torch::jit::Stack& stack,
+          bool narrow_float64)
+      : info_(info),
+        schema_(schema),
+        stack_(stack),
+        begin_(stack.size() - schema.arguments().size()),
+        narrow_float64_(narrow_float64) {}
 
   // Step 1: device checks and conversion of the arguments. Returns the op's device.
   c10::DeviceIndex convert_arguments() {
     for (size_t i = begin_; i < stack_.size(); ++i) {
       auto& value = stack_[i];
+      const auto* alias = schema_.arguments()[i - begin_].alias_info();
+      written_ = alias != nullptr && alias->isWrite();
       if (value.isTensor()) {
         value = convert(value.toTensor());
       } else if (value.isTensorList()) {
@@ -151,6 +162,7 @@ class HostRun {
   }
 
   uint64_t input_bytes() const { return input_bytes_; }
+  bool saw_complex() const { return saw_complex_; }
   const std::vector<at::Tensor>& inputs() const { return inputs_; }
 
  private:
@@ -172,11 +184,18 @@ class HostRun {
       return t;
     }
     note_device(t.device());
+    saw_complex_ = saw_complex_ || t.is_complex();
     for (const auto& c : converted_) {
       if (c.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.view;
     }
+    const bool narrow = narrow_float64_ && t.scalar_type() == at::kDouble;
     at::Tensor view = host_view(t, /*resizable=*/true);
-    converted_.push_back({t, view});
+    if (narrow) {
+      warn_float64_narrowing();
+      view = view.to(at::kFloat);
+      narrowed_any_ = true;
+    }
+    converted_.push_back({t, view, narrow, written_});
     inputs_.push_back(t);
     input_bytes_ += t.nbytes();
     return view;
@@ -185,6 +204,14 @@ class HostRun {
   // Arguments the kernel resized, restrided or re-pointed: carry that over to the originals.
   void sync_mutated_arguments() {
     for (auto& c : converted_) {
+      if (c.narrowed) {
+        // The kernel wrote a float32 copy: cast the result back into the float64 tensor.
+        if (c.written) {
+          if (c.view.sizes() != c.original.sizes()) c.original.resize_(c.view.sizes());
+          host_view(c.original).copy_(c.view);
+        }
+        continue;
+      }
       auto* view_storage = c.view.storage().unsafeGetStorageImpl();
       auto* orig_storage = c.original.storage().unsafeGetStorageImpl();
       if (view_storage->data() != orig_storage->data() ||
@@ -207,33 +234,56 @@ class HostRun {
       if (c.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.original;
     }
     for (const auto& c : converted_) {
-      if (t.storage().unsafeGetStorageImpl() == c.view.storage().unsafeGetStorageImpl()) {
+      if (!c.narrowed &&
+          t.storage().unsafeGetStorageImpl() == c.view.storage().unsafeGetStorageImpl()) {
         return wrap(c.original.storage(), t);
       }
+    }
+    if (narrowed_any_ && t.scalar_type() == at::kFloat) {
+      // Computed in float32 for float64 inputs: hand back float64, as the op promised.
+      at::Tensor out = at::empty(t.sizes(), t.options()
+                                                .dtype(at::kDouble)
+                                                .device(c10::Device(kNeuron, device_)));
+      host_view(out).copy_(t);
+      return out;
     }
     return adopt_host_result(t, device_);
   }
 
   const OpInfo& info_;
+  const c10::FunctionSchema& schema_;
   torch::jit::Stack& stack_;
   size_t begin_;
+  bool narrow_float64_;
+  bool narrowed_any_ = false;
+  bool written_ = false;
+  bool saw_complex_ = false;
   c10::DeviceIndex device_ = -1;
   std::vector<Converted> converted_;
   std::vector<at::Tensor> inputs_;
   uint64_t input_bytes_ = 0;
 };
 
-void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const OpInfo& info = info_for(op);
-  const auto& schema = op.schema();
-  const bool fallback = info.op_class == OpClass::Fallback;
-  TORCH_CHECK(!fallback || !fallback_is_error(), "operator ", info.name,
+void check_fallback_allowed(const std::string& name) {
+  TORCH_CHECK(!fallback_is_error(), "operator ", name,
               " is not run by Trainium and would fall back to the CPU, which "
               "TORCH_NEURON_FALLBACK=error forbids. Unset TORCH_NEURON_FALLBACK (or call "
               "torch_neuron.set_fallback_error(False)) to allow CPU fallback.");
+}
 
-  HostRun run(info, *stack, schema.arguments().size());
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpInfo& info = info_for(op);
+  const auto& schema = op.schema();
+  bool fallback = info.op_class == OpClass::Fallback;
+  if (fallback) check_fallback_allowed(info.name);
+
+  HostRun run(info, schema, *stack, !fallback && float64_mode() == Float64Mode::Narrow);
   const c10::DeviceIndex device = run.convert_arguments();
+  if (run.saw_complex() && !fallback) {
+    // Trainium has no complex arithmetic: complex ops are host round trips.
+    fallback = true;
+    check_fallback_allowed(info.name);
+  }
   {
     AllocateOnDevice allocate_on(device);
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
@@ -252,6 +302,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   const auto outputs = torch::jit::last(*stack, schema.returns().size());
+  if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, outputs);
   queue.launch(info.name, estimate_cost(instance, info.op_class, info.name, run.inputs(), outputs,
                                         run.input_bytes() + out_bytes)
                               .duration_ns());

@@ -6,6 +6,7 @@
 
 #include <trnsim/instance.h>
 
+#include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
 #include "aten/OpTracking.h"
 #include "runtime/Runtime.h"
@@ -90,6 +91,11 @@ PYBIND11_MODULE(_C, m) {
               THPGenerator_initDefaultGenerator(default_generator(resolve_device(index))));
         }));
   m.def("_register_host_kernels", wrap_pybind_function(&register_host_kernels));
+  m.def("_set_float64_exact", wrap_pybind_function([](bool exact) {
+          set_float64_mode(exact ? Float64Mode::Exact : Float64Mode::Narrow);
+        }));
+  m.def("_float64_is_exact",
+        wrap_pybind_function([] { return float64_mode() == Float64Mode::Exact; }));
   m.def("_executed_ops", wrap_pybind_function(&executed_ops));
   m.def("_fallback_ops", wrap_pybind_function(&fallback_ops));
   m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));

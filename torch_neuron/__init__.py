@@ -16,7 +16,9 @@ def _autoload():
     """
 
 
+import atexit as _atexit
 import os as _os
+import time as _time
 
 import torch as _torch
 
@@ -36,6 +38,17 @@ _torch._register_device_module("neuron", neuron)
 _torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
+
+def _let_autograd_threads_settle():
+    # Autograd runs neuron backward passes on its device threads, which can still be releasing
+    # the last Python objects of a backward pass when the interpreter shuts down; taking the GIL
+    # then aborts the process ("terminate called without an active exception", a PyTorch race
+    # that CUDA shares). Releasing the GIL briefly at exit lets them finish first.
+    if neuron.is_initialized():
+        _time.sleep(0.02)
+
+
+_atexit.register(_let_autograd_threads_settle)
 
 #: Directory to add to CMAKE_PREFIX_PATH for find_package(TorchNeuron) in C++ programs.
 cmake_prefix_path = _os.path.join(_os.path.dirname(__file__), "share", "cmake")

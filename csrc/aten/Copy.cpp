@@ -38,7 +38,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   // for uploads and peer copies, the source device for downloads.
   const auto& issuer = on_neuron(dst) ? dst : self;
   auto& queue = current_queue(issuer.device().index());
-  host_view(dst).copy_(host_view(self), non_blocking);
+  at::Tensor dst_view = host_view(dst);
+  at::Tensor src_view = host_view(self);
+  if (self.storage().is_alias_of(dst.storage())) {
+    // One storage, one alias: ATen's copy then sees the overlap (and refuses a partial one).
+    src_view.unsafeGetTensorImpl()->set_storage_keep_dtype(dst_view.storage());
+  }
+  dst_view.copy_(src_view, non_blocking);
   const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
   queue.launch("aten::copy_", trnsim::copy_duration_ns(system().instance(), kind, bytes));
   count_executed_op("aten::copy_");
@@ -55,6 +61,19 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+// A lazily conjugated or negated source reaches copy_from as it is: the host views carry the
+// bits and ATen's CPU copy resolves them. Without this, the Conjugate/Negative fallbacks would
+// materialize the source with clone(), whose copy_ calls _copy_from again, endlessly.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace torch_neuron

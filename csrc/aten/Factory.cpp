@@ -4,6 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "aten/HostExecution.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Runtime.h"
 
@@ -11,6 +12,10 @@ namespace torch_neuron {
 namespace {
 
 c10::Device target_device(std::optional<c10::Device> device) {
+  // Every neuron op starts from a tensor made here, so this is the moment to make sure the
+  // host kernels are in place (Note [Composite kernels on neuron]); after the first call it is
+  // one atomic load.
+  register_host_kernels();
   const auto index = resolve_device(device.has_value() ? device->index() : -1);
   check_device_index(index);
   return c10::Device(kNeuron, index);

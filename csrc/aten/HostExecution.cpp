@@ -3,7 +3,8 @@
 // host memory, so instead of copying arguments to the CPU and results back (ATen's
 // cpu_fallback), the op runs ATen's CPU kernel directly on the device memory:
 //   1. neuron tensors in the arguments are replaced by CPU views of the same bytes
-//      (HostView), neuron generators by the CPU generators they wrap, a neuron `device=`
+//      (HostView), generator arguments by the CPU generator inside the given neuron generator
+//      or, when none is given, inside the device's default generator; a neuron `device=`
 //      argument by the CPU;
 //   2. the CPU kernel runs with this thread's CPU allocations redirected into the device's
 //      HBM (AllocateOnDevice), so new outputs are born in device memory;
@@ -71,12 +72,20 @@ bool accepts_cpu_tensors(const std::string& name) {
          name.rfind("aten::_unsafe_index", 0) == 0;
 }
 
-// A neuron tensor over `storage` with the sizes, strides and offset of `like`.
+bool is_generator(const c10::Argument& argument) {
+  c10::TypePtr type = argument.type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+// A neuron tensor over `storage` with the sizes, strides, offset and conj/neg bits of `like`.
 at::Tensor wrap(const c10::Storage& storage, const at::Tensor& like) {
   auto out = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
   out.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
                                                     like.storage_offset());
+  out._set_conj(like.is_conj());
+  out._set_neg(like.is_neg());
   return out;
 }
 
@@ -95,6 +104,7 @@ struct Converted {
   at::Tensor view;      // its CPU view, or a float32 copy of a float64 tensor (narrowed)
   bool narrowed;
   bool written;         // the schema marks the argument as written (in-place, out=)
+  c10::StorageImpl* alias = nullptr;  // the view's storage as host_view made it
 };
 
 class HostRun {
@@ -129,14 +139,18 @@ class HostRun {
       } else if (value.isDevice() && value.toDevice().type() == kNeuron) {
         note_device(value.toDevice());
         value = c10::Device(c10::kCPU);
-      } else if (value.isGenerator()) {
-        const auto& gen = value.toGenerator();
-        if (gen.defined() && gen.device().type() == kNeuron) {
-          value = gen.get<NeuronGeneratorImpl>()->host_generator();
-        }
+      } else if (is_generator(schema_.arguments()[i - begin_])) {
+        generators_.push_back(i);
       }
     }
     if (device_ < 0) device_ = current_device();
+    // Random ops draw from the neuron generator they were given, or else from the device's
+    // default one (which torch.neuron.manual_seed seeds), never from the CPU's.
+    for (size_t i : generators_) {
+      std::optional<at::Generator> gen;
+      if (stack_[i].isGenerator()) gen = stack_[i].toGenerator();
+      stack_[i] = host_generator_for(gen, device_);
+    }
     return device_;
   }
 
@@ -190,12 +204,21 @@ class HostRun {
     }
     const bool narrow = narrow_float64_ && t.scalar_type() == at::kDouble;
     at::Tensor view = host_view(t, /*resizable=*/true);
+    for (const auto& c : converted_) {
+      // Tensors sharing a neuron storage share one CPU alias of it, so that the kernel sees
+      // their overlap and handles or refuses it as on the CPU.
+      if (!narrow && !c.narrowed && c.original.storage().is_alias_of(t.storage())) {
+        view.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
+        break;
+      }
+    }
     if (narrow) {
       warn_float64_narrowing();
       view = view.to(at::kFloat);
       narrowed_any_ = true;
     }
     converted_.push_back({t, view, narrow, written_});
+    converted_.back().alias = view.storage().unsafeGetStorageImpl();
     inputs_.push_back(t);
     input_bytes_ += t.nbytes();
     return view;
@@ -216,8 +239,22 @@ class HostRun {
       auto* orig_storage = c.original.storage().unsafeGetStorageImpl();
       if (view_storage->data() != orig_storage->data() ||
           view_storage->nbytes() != orig_storage->nbytes()) {
-        adopt_storage(c.view, device_);
-        c.original.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
+        if (view_storage == c.alias) {
+          // The kernel grew the storage in place (resizing an out= argument). Move the new
+          // memory into the neuron storage, so that all tensors sharing it (the base of a view)
+          // see it, as they share a resized storage on the CPU.
+          c10::DataPtr grown = view_storage->set_data_ptr(c10::DataPtr(nullptr, c10::kCPU));
+          grown.unsafe_set_device(c10::Device(kNeuron, device_));
+          void* data = grown.get();
+          orig_storage->set_data_ptr_noswap(std::move(grown));
+          orig_storage->set_nbytes(view_storage->nbytes());
+          // The alias points at it without owning it, as host_view made it.
+          view_storage->set_data_ptr_noswap(c10::DataPtr(data, c10::kCPU));
+        } else {
+          // The kernel gave the argument another storage (set_): adopt it.
+          adopt_storage(c.view, device_);
+          c.original.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
+        }
       }
       if (c.view.sizes() != c.original.sizes() || c.view.strides() != c.original.strides() ||
           c.view.storage_offset() != c.original.storage_offset()) {
@@ -260,6 +297,7 @@ class HostRun {
   bool saw_complex_ = false;
   c10::DeviceIndex device_ = -1;
   std::vector<Converted> converted_;
+  std::vector<size_t> generators_;  // stack positions of Generator? arguments
   std::vector<at::Tensor> inputs_;
   uint64_t input_bytes_ = 0;
 };

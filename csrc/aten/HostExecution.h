@@ -12,8 +12,8 @@
 namespace torch_neuron {
 
 // Registers host execution for ops whose composite kernel would otherwise win over it
-// (Note [Composite kernels on neuron]). Idempotent; called when the Python package or
-// torch_neuron::init() initializes.
+// (Note [Composite kernels on neuron]). Idempotent; runs when the first neuron tensor is
+// created, and from torch_neuron::init() and the Python package's import.
 void register_host_kernels();
 
 // Turns a CPU tensor that a kernel produced inside AllocateOnDevice(device) into a neuron tensor:

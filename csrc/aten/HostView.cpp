@@ -19,6 +19,10 @@ at::Tensor host_view(const at::Tensor& tensor, bool resizable) {
       std::move(alias), c10::DispatchKeySet(c10::DispatchKey::CPU), tensor.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),
                                                      tensor.storage_offset());
+  // Lazy conjugation and negation are part of the value (ops that understand them, like mm and
+  // copy_, receive them unresolved).
+  view._set_conj(tensor.is_conj());
+  view._set_neg(tensor.is_neg());
   return view;
 }
 

@@ -1,21 +1,31 @@
 #include "aten/OpTracking.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 namespace torch_neuron {
 namespace {
 
 struct Counters {
-  std::mutex mutex;
-  std::map<std::string, int64_t> executed, fallback;
+  std::mutex mutex;  // guards the map, not the counts
+  std::map<std::string, std::unique_ptr<OpCounter>> by_name;
 };
 
 Counters& counters() {
   static auto* c = new Counters();  // never destroyed: ops may run during shutdown
   return *c;
+}
+
+std::map<std::string, int64_t> snapshot(std::atomic<int64_t> OpCounter::*field) {
+  std::lock_guard<std::mutex> lock(counters().mutex);
+  std::map<std::string, int64_t> out;
+  for (const auto& [name, counter] : counters().by_name) {
+    const int64_t n = ((*counter).*field).load();
+    if (n > 0) out[name] = n;
+  }
+  return out;
 }
 
 bool fallback_error_from_env() {
@@ -27,31 +37,30 @@ std::atomic<bool> fallback_error{fallback_error_from_env()};
 
 }  // namespace
 
-void count_executed_op(const std::string& name) {
+OpCounter& op_counter(const std::string& name) {
   std::lock_guard<std::mutex> lock(counters().mutex);
-  ++counters().executed[name];
+  auto& slot = counters().by_name[name];
+  if (!slot) slot = std::make_unique<OpCounter>();
+  return *slot;
 }
+
+void count_executed_op(const std::string& name) { ++op_counter(name).executed; }
 
 void count_fallback_op(const std::string& name) {
-  std::lock_guard<std::mutex> lock(counters().mutex);
-  ++counters().fallback[name];
-  ++counters().executed[name];
+  auto& counter = op_counter(name);
+  ++counter.fallback;
+  ++counter.executed;
 }
 
-std::map<std::string, int64_t> executed_ops() {
-  std::lock_guard<std::mutex> lock(counters().mutex);
-  return counters().executed;
-}
-
-std::map<std::string, int64_t> fallback_ops() {
-  std::lock_guard<std::mutex> lock(counters().mutex);
-  return counters().fallback;
-}
+std::map<std::string, int64_t> executed_ops() { return snapshot(&OpCounter::executed); }
+std::map<std::string, int64_t> fallback_ops() { return snapshot(&OpCounter::fallback); }
 
 void clear_op_tracking() {
   std::lock_guard<std::mutex> lock(counters().mutex);
-  counters().executed.clear();
-  counters().fallback.clear();
+  for (auto& [name, counter] : counters().by_name) {
+    counter->executed = 0;
+    counter->fallback = 0;
+  }
 }
 
 void set_fallback_error(bool on) { fallback_error = on; }

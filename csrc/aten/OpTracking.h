@@ -2,12 +2,20 @@
 // ("aten::add.Tensor"), mirroring TorchNeuron's get_executed_ops() / get_fallback_ops().
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
 
 namespace torch_neuron {
 
+// Counts of one operator. Stable address: kernels may keep a pointer and count without a lock.
+struct OpCounter {
+  std::atomic<int64_t> executed{0};
+  std::atomic<int64_t> fallback{0};
+};
+
+OpCounter& op_counter(const std::string& name);
 void count_executed_op(const std::string& name);
 void count_fallback_op(const std::string& name);
 std::map<std::string, int64_t> executed_ops();

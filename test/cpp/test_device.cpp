@@ -37,22 +37,24 @@ TEST(NeuronDevice, CrossDeviceCopy) {
   EXPECT_TRUE(torch::equal(b.cpu(), cpu));
 }
 
-TEST(NeuronDevice, FallbackOpIsCountedAndCorrect) {
+TEST(NeuronDevice, DeviceOpMatchesCpuAndIsCounted) {
   torch_neuron::clear_op_tracking();
   auto a = torch::randn({8, 8});
   auto b = torch::randn({8, 8});
   auto c = torch::mm(a.to("neuron"), b.to("neuron")).cpu();
-  EXPECT_TRUE(torch::allclose(c, torch::mm(a, b)));
-  // aten::mm itself has a CompositeExplicitAutogradNonFunctional kernel in torch, which
-  // allocates the result on neuron and calls aten::mm.out: that is the op that falls back.
-  const auto fallback = torch_neuron::get_fallback_ops();
-  int64_t mm_count = 0;
-  std::string seen;
-  for (const auto& [name, count] : fallback) {
-    if (name == "aten::mm" || name == "aten::mm.out") mm_count += count;
-    seen += name + " ";
-  }
-  EXPECT_EQ(mm_count, 1) << "fallback ops: " << seen;
+  // The same CPU kernel runs on device memory: bit-identical.
+  EXPECT_TRUE(torch::equal(c, torch::mm(a, b)));
+  EXPECT_EQ(torch_neuron::get_executed_ops().at("aten::mm"), 1);
+  EXPECT_TRUE(torch_neuron::get_fallback_ops().empty());
+}
+
+TEST(NeuronDevice, PolicyFallbackOpIsCounted) {
+  torch_neuron::clear_op_tracking();
+  auto a = torch::randn({4, 4}) + 4 * torch::eye(4);
+  auto inv = torch::linalg_inv(a.to("neuron"));
+  EXPECT_TRUE(torch::allclose(inv.cpu(), torch::linalg_inv(a)));
+  EXPECT_EQ(inv.device().type(), c10::DeviceType::PrivateUse1);
+  EXPECT_EQ(torch_neuron::get_fallback_ops().count("aten::linalg_inv_ex"), 1u);
 }
 
 TEST(NeuronDevice, CopiesAdvanceTheSimulatedClock) {

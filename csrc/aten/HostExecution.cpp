@@ -48,20 +48,29 @@ namespace {
 struct OpInfo {
   std::string name;  // "aten::add.Tensor"
   OpClass op_class;
+  OpCounter* counter;
 };
 
-// Name and class per operator, computed once (schemas live as long as the process).
+// Name, class and counter per operator, computed once (schemas live as long as the process).
+// Each thread keeps its own lookup table, so the common case takes no lock.
 const OpInfo& info_for(const c10::OperatorHandle& op) {
+  const auto* schema = &op.schema();
+  thread_local std::unordered_map<const c10::FunctionSchema*, const OpInfo*> local;
+  auto hit = local.find(schema);
+  if (hit != local.end()) return *hit->second;
   static std::mutex mutex;
-  static auto* cache = new std::unordered_map<const c10::FunctionSchema*, OpInfo>();
-  const auto& schema = op.schema();
+  static auto* shared = new std::unordered_map<const c10::FunctionSchema*, OpInfo>();
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache->find(&schema);
-  if (it != cache->end()) return it->second;
-  std::string name = schema.name();
-  OpClass op_class = classify_op(name);
-  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
-  return cache->emplace(&schema, OpInfo{name, op_class}).first->second;
+  auto it = shared->find(schema);
+  if (it == shared->end()) {
+    std::string name = schema->name();
+    const OpClass op_class = classify_op(name);
+    if (!schema->overload_name().empty()) name += "." + schema->overload_name();
+    OpCounter* counter = &op_counter(name);
+    it = shared->emplace(schema, OpInfo{name, op_class, counter}).first;
+  }
+  local.emplace(schema, &it->second);
+  return it->second;
 }
 
 bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
@@ -336,7 +345,8 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                           run.input_bytes()) +
                      trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice,
                                               out_bytes));
-    count_fallback_op(info.name);
+    ++info.counter->fallback;
+    ++info.counter->executed;
     return;
   }
   const auto outputs = torch::jit::last(*stack, schema.returns().size());
@@ -344,7 +354,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   queue.launch(info.name, estimate_cost(instance, info.op_class, info.name, run.inputs(), outputs,
                                         run.input_bytes() + out_bytes)
                               .duration_ns());
-  count_executed_op(info.name);
+  ++info.counter->executed;
 }
 
 }  // namespace

@@ -24,18 +24,20 @@ trnsim::System& system() {
   // Created once; if the environment is invalid the error is raised on every use, so a user who
   // fixes nothing keeps getting the same clear message instead of a half-initialized runtime.
   // Deliberately never destroyed: tensors freed during shutdown still release into its HBM.
+  static std::atomic<trnsim::System*> ready{nullptr};
+  if (auto* s = ready.load(std::memory_order_acquire)) return *s;  // every call after the first
   static std::once_flag once;
-  static trnsim::System* instance = nullptr;
   static std::string error;
   std::call_once(once, [] {
     try {
-      instance = trnsim::System::from_environment().release();
+      ready.store(trnsim::System::from_environment().release(), std::memory_order_release);
     } catch (const trnsim::Error& e) {
       error = e.what();
     }
   });
-  TORCH_CHECK(instance, error);
-  return *instance;
+  auto* s = ready.load(std::memory_order_acquire);
+  TORCH_CHECK(s, error);
+  return *s;
 }
 
 c10::DeviceIndex visible_device_count() { return static_cast<c10::DeviceIndex>(system().device_count()); }

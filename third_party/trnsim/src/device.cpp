@@ -9,6 +9,10 @@ namespace trnsim {
 Device::Device(int index, int core, const InstanceSpec& instance)
     : index_(index), core_(core), instance_(instance), queues_(kMaxQueues) {}
 
+Device::~Device() {
+  for (auto& q : queues_) delete q.load();
+}
+
 Hbm& Device::hbm() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!hbm_) hbm_ = std::make_unique<Hbm>(index_, instance_.hbm_bytes_per_core());
@@ -25,16 +29,17 @@ Queue& Device::queue(int id) {
     throw Error("queue id " + std::to_string(id) + " is out of range [0, " +
                 std::to_string(kMaxQueues) + ")");
   }
+  if (Queue* q = queues_[id].load(std::memory_order_acquire)) return *q;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!queues_[id]) queues_[id] = std::make_unique<Queue>(index_, id);
-  return *queues_[id];
+  if (!queues_[id].load()) queues_[id].store(new Queue(index_, id), std::memory_order_release);
+  return *queues_[id].load();
 }
 
 double Device::synchronize_ns() {
   std::lock_guard<std::mutex> lock(mutex_);
   double t = 0;
-  for (const auto& q : queues_) {
-    if (q) t = std::max(t, q->now_ns());
+  for (const auto& slot : queues_) {
+    if (Queue* q = slot.load(std::memory_order_acquire)) t = std::max(t, q->now_ns());
   }
   return t;
 }

@@ -1,6 +1,7 @@
 // One logical NeuronCore: its HBM and its queues.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@ class Device {
  public:
   // `index` is the framework-visible index, `core` the NeuronCore id on the instance.
   Device(int index, int core, const InstanceSpec& instance);
+  ~Device();
 
   int index() const { return index_; }
   int core() const { return core_; }
@@ -36,7 +38,8 @@ class Device {
   const InstanceSpec& instance_;
   mutable std::mutex mutex_;
   std::unique_ptr<Hbm> hbm_;
-  std::vector<std::unique_ptr<Queue>> queues_;
+  // Created on first use and never destroyed before the device, so readers need no lock.
+  std::vector<std::atomic<Queue*>> queues_;
 };
 
 }  // namespace trnsim

@@ -9,7 +9,6 @@ what the backend adds: dispatch, host views, the cost model and trace bookkeepin
 """
 
 import argparse
-import statistics
 import time
 
 import torch
@@ -25,7 +24,7 @@ def best_time(fn, repeat, warmup=2):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)  # the least disturbed run: this machine has other work going on
 
 
 def compare(name, make_inputs, op, repeat, loops=1):

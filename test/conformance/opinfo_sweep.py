@@ -111,11 +111,12 @@ def compare(actual, expected, what, values=True):
 
 
 def check_op_dtype(op, dtype, with_grad):
-    """Returns (status, message, policy_fallback)."""
+    """Returns (status, message, fallback ops seen, whether gradients were compared)."""
     torch.manual_seed(0)
     samples = list(op.sample_inputs("cpu", dtype, requires_grad=with_grad))
     fallback_ops = {}
     checked = 0
+    grads_checked = False
     for i, sample in enumerate(samples):
         try:
             cpu_inputs, cpu_out = run_sample(op, sample, lambda x: x)
@@ -130,16 +131,19 @@ def check_op_dtype(op, dtype, with_grad):
                 cpu_grads = grads_of(cpu_inputs, cpu_out)
                 if cpu_grads is not None:
                     compare(grads_of(neuron_inputs, neuron_out), cpu_grads, f"sample {i} grad")
+                    grads_checked = True
         except Exception as e:
             fallback_ops.update(torch_neuron.get_fallback_ops())
-            return "fail", f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}", fallback_ops
+            message = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
+            return "fail", message, fallback_ops, with_grad
         fallback_ops.update(torch_neuron.get_fallback_ops())
         checked += 1
     if checked == 0:
-        return "skip", "no sample runs on the CPU", {}
+        return "skip", "no sample runs on the CPU", {}, False
     if fallback_ops:
-        return "fallback", "fell back: " + ", ".join(sorted(fallback_ops)), fallback_ops
-    return "pass", "", {}
+        message = "fell back: " + ", ".join(sorted(fallback_ops))
+        return "fallback", message, fallback_ops, grads_checked
+    return "pass", "", {}, grads_checked
 
 
 def is_policy_fallback(op, fallback_ops):
@@ -170,12 +174,13 @@ def sweep(ops, dtypes, progress=True):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
-                    status, message, fallback_ops = check_op_dtype(op, dtype, with_grad)
+                    status, message, fallback_ops, grads = check_op_dtype(op, dtype, with_grad)
                 except Exception as e:  # sample generation itself failed
-                    status, message, fallback_ops = "skip", f"sample inputs: {e}"[:300], {}
+                    status, message, fallback_ops, grads = "skip", f"sample inputs: {e}"[:300], {}, False
             if status == "fallback" and is_policy_fallback(op, fallback_ops):
                 status = "policy_fallback"
-            report.setdefault(key, {})[dname] = {"status": status, "message": message}
+            report.setdefault(key, {})[dname] = {"status": status, "message": message,
+                                                 "grads": grads}
             done += 1
             if progress:
                 elapsed = time.time() - start
@@ -203,6 +208,10 @@ def summarize(report, dtype="float32"):
         "fail": count("fail"),
         "pass_rate": count("pass", "fallback", "policy_fallback") / max(n, 1),
         "zero_fallback_rate": count("pass") / max(counted, 1),
+        # Ops whose float32 gradients were compared, and how many of those passed.
+        "grad_ops": sum(bool(r.get("grads")) for r in rows),
+        "grad_pass_rate": sum(bool(r.get("grads")) and r["status"] != "fail" for r in rows)
+        / max(sum(bool(r.get("grads")) for r in rows), 1),
     }
 
 
@@ -258,7 +267,8 @@ def main(argv=None):
     s = summaries.get("float32") or next(iter(summaries.values()))
     print(f"{s['dtype']}: {s['ops']} ops, {s['pass_rate']:.1%} pass, "
           f"{s['zero_fallback_rate']:.1%} pass with zero CPU fallback "
-          f"({s['policy_fallback']} policy fallbacks excluded), {s['fail']} fail; "
+          f"({s['policy_fallback']} policy fallbacks excluded), {s['fail']} fail, "
+          f"gradients match for {s['grad_pass_rate']:.1%} of {s['grad_ops']} ops; "
           f"report in {args.report}")
     if args.check:
         problems = check_against_expected(report, load_expected_failures())

@@ -32,6 +32,7 @@
 
 #include "aten/HostExecution.h"
 #include "aten/HostView.h"
+#include "aten/IndexChecks.h"
 #include "aten/OpCost.h"
 #include "aten/OpPolicy.h"
 #include "aten/DtypePolicy.h"
@@ -46,7 +47,8 @@ namespace torch_neuron {
 namespace {
 
 struct OpInfo {
-  std::string name;  // "aten::add.Tensor"
+  std::string name;       // "aten::add.Tensor"
+  std::string base_name;  // "add"
   OpClass op_class;
   OpCounter* counter;
 };
@@ -66,8 +68,9 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
     std::string name = schema->name();
     const OpClass op_class = classify_op(name);
     if (!schema->overload_name().empty()) name += "." + schema->overload_name();
+    std::string base_name = schema->name().substr(schema->name().find("::") + 2);
     OpCounter* counter = &op_counter(name);
-    it = shared->emplace(schema, OpInfo{name, op_class, counter}).first;
+    it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter}).first;
   }
   local.emplace(schema, &it->second);
   return it->second;
@@ -324,6 +327,9 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool fallback = info.op_class == OpClass::Fallback;
   if (fallback) check_fallback_allowed(info.name);
 
+  if (info.op_class == OpClass::GpSimd) {
+    check_index_bounds(info.base_name, torch::jit::last(*stack, schema.arguments().size()));
+  }
   HostRun run(info, schema, *stack, !fallback && float64_mode() == Float64Mode::Narrow);
   const c10::DeviceIndex device = run.convert_arguments();
   if (run.saw_complex() && !fallback) {

@@ -146,3 +146,24 @@ def test_forked_child_before_neuron_use_can_use_neuron():
     out = run_python_json(FORK_SCRIPT.format(use_before_fork=False))
     assert out["child"] == 0, "child exit code: 1/2 = refused, 3 = wrong result"
     assert out["parent_ok"]
+
+
+# Index out of range in gather/scatter-style ops: an IndexError naming the bad index and the
+# valid range, and the device keeps working.
+@pytest.mark.parametrize("call, bad", [
+    (lambda: torch.nn.functional.embedding(torch.tensor([5], device="neuron"),
+                                           torch.randn(3, 4, device="neuron")), "index 5"),
+    (lambda: torch.gather(torch.randn(3, device="neuron"), 0,
+                          torch.tensor([9], device="neuron")), "index 9"),
+    (lambda: torch.randn(3, 4, device="neuron").index_select(
+        1, torch.tensor([-1], device="neuron")), "index -1"),
+    (lambda: torch.zeros(3, device="neuron").scatter_(
+        0, torch.tensor([4], device="neuron"), 1.0), "index 4"),
+    (lambda: torch.take(torch.randn(3, device="neuron"), torch.tensor([3], device="neuron")),
+     "index 3"),
+], ids=["embedding", "gather", "index_select", "scatter_", "take"])
+def test_index_out_of_range_raises_index_error(call, bad):
+    with pytest.raises(IndexError, match=bad) as info:
+        call()
+    assert "valid indices are" in str(info.value)
+    assert torch.equal((torch.ones(2, device="neuron") * 2).cpu(), torch.full((2,), 2.0))

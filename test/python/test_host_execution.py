@@ -593,18 +593,12 @@ AUTOGRAD = [
     pytest.param(MLP, lambda: (torch.randn(10, 8), torch.randint(0, 4, (10,))), id="mlp"),
     pytest.param(ConvNet, lambda: (torch.randn(2, 3, 6, 6), torch.randint(0, 5, (2,))),
                  id="conv_layer_norm"),
-    pytest.param(
-        lambda: Recurrent(torch.nn.LSTM), lambda: (torch.randn(2, 5, 4), torch.randn(2, 6)),
-        id="lstm",
-        marks=pytest.mark.xfail(strict=True, raises=NotImplementedError, reason=(
-            "nn.LSTM/GRU on a PrivateUse1 device call the fused cell kernels "
-            "(_thnn_fused_lstm_cell/_thnn_fused_gru_cell and their backwards), which ATen only "
-            "has for CUDA; neuron needs its own kernels for them"))),
-    pytest.param(
-        lambda: Recurrent(torch.nn.GRU), lambda: (torch.randn(2, 5, 4), torch.randn(2, 6)),
-        id="gru",
-        marks=pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                                reason="see lstm: _thnn_fused_gru_cell has no CPU kernel")),
+    # On accelerators nn.LSTM/GRU run ATen's fused cells, which neuron implements itself
+    # (csrc/aten/RecurrentCells.cpp).
+    pytest.param(lambda: Recurrent(torch.nn.LSTM),
+                 lambda: (torch.randn(2, 5, 4), torch.randn(2, 6)), id="lstm"),
+    pytest.param(lambda: Recurrent(torch.nn.GRU),
+                 lambda: (torch.randn(2, 5, 4), torch.randn(2, 6)), id="gru"),
 ]
 
 

@@ -24,6 +24,7 @@ import torch as _torch
 
 from torch_neuron import _C
 from torch_neuron import neuron
+from torch_neuron import profiler
 from torch_neuron._dtype_policy import get_float64_mode, set_float64_mode
 from torch_neuron._op_tracking import (
     clear_op_tracking,
@@ -55,6 +56,7 @@ cmake_prefix_path = _os.path.join(_os.path.dirname(__file__), "share", "cmake")
 
 __all__ = [
     "neuron",
+    "profiler",
     "get_executed_ops",
     "get_fallback_ops",
     "clear_op_tracking",

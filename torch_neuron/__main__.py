@@ -1,10 +1,19 @@
 """Command line of torch_neuron.
 
-    python -m torch_neuron cmake-prefix-path   # for cmake -DCMAKE_PREFIX_PATH=... (C++ programs)
-    python -m torch_neuron info                # the simulated Trainium instance
+    python -m torch_neuron run SCRIPT.py [ARGS] [--instance NAME] [--trace OUT.json] [--plot OUT.png]
+    python -m torch_neuron info [--instance NAME]  # the simulated Trainium instance
+    python -m torch_neuron cmake-prefix-path       # for cmake -DCMAKE_PREFIX_PATH=... (C++)
+
+`run` executes an unmodified script that uses device "neuron" and prints, at its end, how long
+its work would take on the chosen Trainium instance and where the time goes. Its options may
+come before or after the script's own arguments; put script arguments after `--` if they
+clash with them.
 """
 
 import argparse
+import os
+import runpy
+import sys
 
 import torch
 
@@ -16,7 +25,19 @@ def cmake_prefix_path(args: argparse.Namespace) -> None:
     print(f"{torch_neuron.cmake_prefix_path};{torch.utils.cmake_prefix_path}")
 
 
+def select_instance(name: str | None) -> None:
+    """Picks the simulated instance; must happen before the first device use."""
+    if not name:
+        return
+    os.environ["TORCH_NEURON_INSTANCE"] = name
+    actual = torch_neuron._C._instance_info()["name"]  # raises for an unknown name
+    if actual != name:
+        raise RuntimeError(f"the simulator already runs {actual}; set TORCH_NEURON_INSTANCE={name} "
+                           "before starting Python instead")
+
+
 def info(args: argparse.Namespace) -> None:
+    select_instance(args.instance)
     inst = torch_neuron._C._instance_info()
     count = torch.neuron.device_count()
     print(f"instance:      {inst['name']} ({inst['chips']} x {inst['chip']}, {inst['core_version']})")
@@ -26,13 +47,80 @@ def info(args: argparse.Namespace) -> None:
     print(f"peak FP32:     {inst['fp32_tflops_per_chip']:g} TFLOPS per chip")
 
 
+RUN_OPTIONS = {"--instance": "instance", "--trace": "trace", "--plot": "plot"}
+
+
+def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]:
+    """(our options, script, script arguments) from everything after `run`."""
+    options, script, script_args = {}, None, []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        name, has_value, value = token.partition("=")
+        if token == "--":
+            script_args += tokens[i + 1:]
+            break
+        if name in RUN_OPTIONS:
+            if not has_value:
+                i += 1
+                if i == len(tokens):
+                    raise SystemExit(f"python -m torch_neuron run: {name} needs a value")
+                value = tokens[i]
+            options[RUN_OPTIONS[name]] = value
+        elif script is None:
+            script = token
+        else:
+            script_args.append(token)
+        i += 1
+    return options, script, script_args
+
+
+def run(tokens: list[str]) -> int:
+    options, script, script_args = split_run_arguments(tokens)
+    if script is None:
+        print("usage: python -m torch_neuron run SCRIPT.py [ARGS] [--instance NAME] "
+              "[--trace OUT.json] [--plot OUT.png]", file=sys.stderr)
+        return 2
+    if not os.path.isfile(script):
+        print(f"python -m torch_neuron run: no such script: {script}", file=sys.stderr)
+        return 2
+    select_instance(options.get("instance"))
+    sys.argv = [script] + script_args
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    code = 0
+    with torch_neuron.profiler.profile() as prof:
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    print("\n" + "=" * 30 + " torch_neuron report " + "=" * 30)
+    print(prof.summary())
+    if "trace" in options:
+        prof.export_chrome_trace(options["trace"])
+        print(f"trace: {options['trace']} (open in https://ui.perfetto.dev)")
+    if "plot" in options:
+        prof.plot(options["plot"])
+        print(f"plot: {options['plot']}")
+    return code
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "run":
+        try:
+            sys.exit(run(argv[1:]))
+        except RuntimeError as e:  # a bad --instance
+            sys.exit(f"python -m torch_neuron run: error: {e}")
     parser = argparse.ArgumentParser(prog="python -m torch_neuron", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
         "cmake-prefix-path", help="print the CMAKE_PREFIX_PATH for find_package(TorchNeuron)"
     ).set_defaults(run=cmake_prefix_path)
-    commands.add_parser("info", help="describe the simulated Trainium instance").set_defaults(run=info)
+    info_parser = commands.add_parser("info", help="describe the simulated Trainium instance")
+    info_parser.add_argument("--instance", help="instance type (default: TORCH_NEURON_INSTANCE)")
+    info_parser.set_defaults(run=info)
+    commands.add_parser("run", help="run SCRIPT.py on the simulated instance and report "
+                        "its predicted time (options: --instance, --trace, --plot)")
     args = parser.parse_args(argv)
     try:
         args.run(args)

@@ -9,6 +9,7 @@
 #include <trnsim/transfer.h>
 
 #include "aten/HostView.h"
+#include "aten/OpCost.h"
 #include "aten/OpTracking.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
@@ -46,7 +47,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   dst_view.copy_(src_view, non_blocking);
   const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
-  queue.launch("aten::copy_", trnsim::copy_duration_ns(system().instance(), kind, bytes));
+  queue.launch("aten::copy_",
+               transfer_cost(trnsim::copy_duration_ns(system().instance(), kind, bytes), bytes),
+               trnsim::tracing_enabled() ? describe_tensors({self}) + " -> " + dst.device().str()
+                                         : std::string());
   count_executed_op("aten::copy_");
   return dst;
 }

@@ -345,21 +345,23 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   auto& queue = current_queue(device);
   const auto& instance = system().instance();
+  const bool tracing = trnsim::tracing_enabled();
   if (fallback) {
-    queue.launch(info.name,
-                 trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost,
-                                          run.input_bytes()) +
-                     trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice,
-                                              out_bytes));
+    const double ns =
+        trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost, run.input_bytes()) +
+        trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice, out_bytes);
+    queue.launch(info.name, transfer_cost(ns, run.input_bytes() + out_bytes),
+                 tracing ? "CPU fallback: " + describe_tensors(run.inputs()) : std::string());
     ++info.counter->fallback;
     ++info.counter->executed;
     return;
   }
   const auto outputs = torch::jit::last(*stack, schema.returns().size());
   if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, outputs);
-  queue.launch(info.name, estimate_cost(instance, info.op_class, info.name, run.inputs(), outputs,
-                                        run.input_bytes() + out_bytes)
-                              .duration_ns());
+  queue.launch(info.name,
+               estimate_cost(instance, info.op_class, info.name, run.inputs(), outputs,
+                             run.input_bytes() + out_bytes),
+               tracing ? describe_tensors(run.inputs()) : std::string());
   ++info.counter->executed;
 }
 
@@ -395,7 +397,8 @@ void charge_device_op(const std::string& name, OpClass op_class, c10::DeviceInde
     values.emplace_back(t);
   }
   current_queue(device).launch(
-      name, estimate_cost(system().instance(), op_class, name, inputs, values, bytes).duration_ns());
+      name, estimate_cost(system().instance(), op_class, name, inputs, values, bytes),
+      trnsim::tracing_enabled() ? describe_tensors(inputs) : std::string());
   count_executed_op(name);
 }
 

@@ -2,6 +2,7 @@
 
 #include <trnsim/cost.h>
 
+#include "aten/OpCost.h"
 #include "aten/OpTracking.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
@@ -14,8 +15,12 @@ void launch(const char* op_name, c10::DeviceIndex device, double duration_ns) {
 }
 
 void launch_streaming(const char* op_name, const at::Tensor& tensor, uint64_t bytes) {
-  launch(op_name, tensor.device().index(),
-         trnsim::streaming_duration_ns(system().instance(), bytes));
+  const auto device = tensor.device().index();
+  const auto elements = static_cast<uint64_t>(tensor.numel());
+  current_queue(device).launch(
+      op_name, trnsim::streaming_cost(system().instance(), trnsim::Engine::Vector, elements, bytes),
+      trnsim::tracing_enabled() ? describe_tensors({tensor}) : std::string());
+  count_executed_op(op_name);
 }
 
 }  // namespace torch_neuron

@@ -73,6 +73,26 @@ trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::stri
 
 }  // namespace
 
+std::string describe_tensors(const std::vector<at::Tensor>& tensors) {
+  std::string out;
+  for (const auto& t : tensors) {
+    if (!t.defined()) continue;
+    if (!out.empty()) out += ", ";
+    out += c10::toString(t.scalar_type());
+    out += "[";
+    for (int64_t d = 0; d < t.dim(); ++d) out += (d ? "," : "") + std::to_string(t.size(d));
+    out += "]";
+  }
+  return out;
+}
+
+trnsim::OpCost transfer_cost(double duration_ns, uint64_t bytes) {
+  trnsim::OpCost cost;
+  cost.bytes = bytes;
+  cost.engine_ns[static_cast<int>(trnsim::Engine::Dma)] = duration_ns;
+  return cost;
+}
+
 trnsim::Precision matmul_precision(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::kFloat8_e4m3fn:

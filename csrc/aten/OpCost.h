@@ -19,6 +19,12 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
                              const std::string& name, const std::vector<at::Tensor>& inputs,
                              c10::ArrayRef<c10::IValue> outputs, uint64_t bytes);
 
+// "f32[8,8], bf16[8]": operand shapes for trace records (built only while tracing).
+std::string describe_tensors(const std::vector<at::Tensor>& tensors);
+
+// A host round trip (CPU fallback or copy) as a cost: the DMA engines busy for `duration_ns`.
+trnsim::OpCost transfer_cost(double duration_ns, uint64_t bytes);
+
 // TensorE precision for a dtype: FP8 types, 16-bit floats, everything else FP32.
 trnsim::Precision matmul_precision(c10::ScalarType dtype);
 

@@ -4,7 +4,9 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <trnsim/cost.h>
 #include <trnsim/instance.h>
+#include <trnsim/queue.h>
 
 #include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
@@ -53,6 +55,32 @@ py::dict device_info(c10::DeviceIndex index) {
   return d;
 }
 
+// Trace records of every device as dicts, emptying the simulator's buffers.
+py::list take_trace() {
+  py::list out;
+  for (c10::DeviceIndex i = 0; i < visible_device_count(); ++i) {
+    if (!system().device(i).hbm_reserved()) continue;  // never used: no queues either
+    for (auto& r : system().device(i).take_trace()) {
+      py::dict d;
+      d["name"] = r.name;
+      d["device"] = r.device;
+      d["queue"] = r.queue;
+      d["start_ns"] = r.start_ns;
+      d["duration_ns"] = r.duration_ns;
+      py::dict engines;
+      for (int e = 0; e < trnsim::kEngineCount; ++e) {
+        if (r.engine_ns[e] > 0) engines[trnsim::engine_name(static_cast<trnsim::Engine>(e))] = r.engine_ns[e];
+      }
+      d["engine_ns"] = engines;
+      d["flops"] = r.flops;
+      d["bytes"] = r.bytes;
+      d["detail"] = r.detail;
+      out.append(d);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace torch_neuron
 
@@ -96,6 +124,8 @@ PYBIND11_MODULE(_C, m) {
         }));
   m.def("_float64_is_exact",
         wrap_pybind_function([] { return float64_mode() == Float64Mode::Exact; }));
+  m.def("_set_tracing", wrap_pybind_function(&trnsim::set_tracing_enabled));
+  m.def("_take_trace", wrap_pybind_function(&take_trace));
   m.def("_executed_ops", wrap_pybind_function(&executed_ops));
   m.def("_fallback_ops", wrap_pybind_function(&fallback_ops));
   m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));

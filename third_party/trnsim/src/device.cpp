@@ -1,6 +1,7 @@
 #include "trnsim/device.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "trnsim/error.h"
 
@@ -42,6 +43,18 @@ double Device::synchronize_ns() {
     if (Queue* q = slot.load(std::memory_order_acquire)) t = std::max(t, q->now_ns());
   }
   return t;
+}
+
+std::vector<TraceRecord> Device::take_trace() {
+  std::vector<TraceRecord> all;
+  for (auto& slot : queues_) {
+    if (Queue* q = slot.load(std::memory_order_acquire)) {
+      auto records = q->take_trace();
+      all.insert(all.end(), std::make_move_iterator(records.begin()),
+                 std::make_move_iterator(records.end()));
+    }
+  }
+  return all;
 }
 
 }  // namespace trnsim

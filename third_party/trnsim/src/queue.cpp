@@ -5,6 +5,14 @@
 #include "trnsim/error.h"
 
 namespace trnsim {
+namespace {
+
+std::atomic<bool> global_tracing{false};
+
+}  // namespace
+
+void set_tracing_enabled(bool on) { global_tracing = on; }
+bool tracing_enabled() { return global_tracing; }
 
 double Queue::now_ns() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -12,11 +20,23 @@ double Queue::now_ns() const {
 }
 
 double Queue::launch(const std::string& name, double duration_ns) {
+  return launch(name, OpCost{}, duration_ns, {});
+}
+
+double Queue::launch(const std::string& name, const OpCost& cost, std::string detail) {
+  return launch(name, cost, cost.duration_ns(), std::move(detail));
+}
+
+double Queue::launch(const std::string& name, const OpCost& cost, double duration_ns,
+                     std::string detail) {
   if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
   std::lock_guard<std::mutex> lock(mutex_);
   const double start = clock_ns_;
   clock_ns_ += duration_ns;
-  if (tracing_) trace_.push_back({name, device_, id_, start, duration_ns});
+  if (tracing_ || global_tracing) {
+    trace_.push_back({name, device_, id_, start, duration_ns, cost.engine_ns, cost.flops,
+                      cost.bytes, std::move(detail)});
+  }
   return clock_ns_;
 }
 

@@ -32,6 +32,8 @@ class Device {
   Queue& queue(int id);
   // Simulated time at which every queue of this device has finished (device synchronize).
   double synchronize_ns();
+  // The trace records of all queues of this device (emptying them).
+  std::vector<TraceRecord> take_trace();
 
  private:
   int index_, core_;

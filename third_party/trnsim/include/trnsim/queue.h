@@ -7,11 +7,14 @@
 // queue's clock forward. All times are nanoseconds of simulated device time.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "trnsim/cost.h"
 
 namespace trnsim {
 
@@ -22,7 +25,15 @@ struct TraceRecord {
   int queue;
   double start_ns;
   double duration_ns;
+  std::array<double, kEngineCount> engine_ns{};  // busy time per engine, from the cost model
+  double flops = 0;
+  uint64_t bytes = 0;
+  std::string detail;  // e.g. operand shapes
 };
+
+// Process-wide switch: every queue records TraceRecords while it is on (a profiler session).
+void set_tracing_enabled(bool on);
+bool tracing_enabled();
 
 class Queue {
  public:
@@ -34,6 +45,8 @@ class Queue {
   double now_ns() const;
   // Appends work of the given duration; returns its finish time.
   double launch(const std::string& name, double duration_ns);
+  // Appends an op whose duration and engine use come from the cost model.
+  double launch(const std::string& name, const OpCost& cost, std::string detail = {});
   // Work launched later starts no earlier than t (an event wait, a cross-queue dependency).
   void wait_until(double t_ns);
 
@@ -41,6 +54,9 @@ class Queue {
   std::vector<TraceRecord> take_trace();
 
  private:
+  double launch(const std::string& name, const OpCost& cost, double duration_ns,
+                std::string detail);
+
   int device_, id_;
   mutable std::mutex mutex_;
   double clock_ns_ = 0;

@@ -16,7 +16,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # torch first, pinned: an unpinned or isolated install would pull a multi-GB CUDA build.
-python -m pip install -q "torch==2.13.0" numpy pytest expecttest
+python -m pip install -q "torch==2.13.0" numpy pytest expecttest matplotlib
 # --no-build-isolation: build against the torch installed above.
 python -m pip install -q --no-build-isolation -e .
 echo "torch_neuron is installed; try: python examples/quickstart.py"

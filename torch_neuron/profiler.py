@@ -156,17 +156,45 @@ class profile:
             json.dump(self.chrome_trace(), f)
 
     def plot(self, path: str, top: int = 12) -> None:
-        """A PNG bar chart of simulated time per op (needs matplotlib)."""
+        """A PNG (needs matplotlib): the timeline of each device's streams and engines on top,
+        simulated time per op below."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        devices = self.devices()[:1]  # the first device keeps the picture readable
         rows = self.by_op()[:top][::-1]
-        fig, ax = plt.subplots(figsize=(8, 0.4 * len(rows) + 1.2))
-        ax.barh([r["name"] for r in rows], [r["time_ns"] / 1e3 for r in rows], color="#ff9900")
-        ax.set_xlabel("simulated time (us)")
-        ax.set_title(f"Predicted time per op on {_C._instance_info()['name']}")
+        fig, (timeline, bars) = plt.subplots(
+            2, 1, figsize=(10, 3.2 + 0.35 * len(rows)),
+            gridspec_kw={"height_ratios": [1.2, max(1, len(rows) / 6)]})
+        tracks = []
+        for d in devices:
+            streams = sorted({r["queue"] for r in self.records if r["device"] == d})
+            tracks += [(f"neuron:{d} stream {q}", "queue", q) for q in streams]
+            tracks += [(f"neuron:{d} {e}", "engine", e) for e in ENGINES]
+        colors = {}
+        palette = plt.get_cmap("tab20").colors
+        for y, (label, kind, key) in enumerate(tracks):
+            spans, faces = [], []
+            for r in self.records:
+                if r["device"] not in devices:
+                    continue
+                if kind == "queue" and r["queue"] == key:
+                    spans.append((r["start_ns"] / 1e3, r["duration_ns"] / 1e3))
+                elif kind == "engine" and key in r["engine_ns"]:
+                    spans.append((r["start_ns"] / 1e3, r["engine_ns"][key] / 1e3))
+                else:
+                    continue
+                faces.append(colors.setdefault(r["name"], palette[len(colors) % len(palette)]))
+            timeline.broken_barh(spans, (y - 0.4, 0.8), facecolors=faces, linewidth=0)
+        timeline.set_yticks(range(len(tracks)), [t[0] for t in tracks])
+        timeline.invert_yaxis()
+        timeline.set_xlabel("simulated time (us)")
+        timeline.set_title(f"Simulated {_C._instance_info()['name']}: timeline")
+        bars.barh([r["name"] for r in rows], [r["time_ns"] / 1e3 for r in rows],
+                  color=[colors.get(r["name"], "#888888") for r in rows])
+        bars.set_xlabel("simulated time per op (us)")
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)

@@ -11,8 +11,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 README_BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
 
 
-def run(args):
-    result = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT,
+def run(args, cwd=ROOT):
+    result = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd,
                             timeout=300)
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -23,8 +23,8 @@ def test_readme_has_examples():
 
 
 @pytest.mark.parametrize("index", range(len(README_BLOCKS)))
-def test_readme_python_example_runs(index):
-    run(["-c", README_BLOCKS[index]])
+def test_readme_python_example_runs(index, tmp_path):
+    run(["-c", README_BLOCKS[index]], cwd=tmp_path)  # examples may write files (traces)
 
 
 def test_quickstart_matches_cpu():
@@ -33,3 +33,12 @@ def test_quickstart_matches_cpu():
     assert result, out
     assert float(result.group(1)) == pytest.approx(float(result.group(2)), rel=1e-5)
     assert "devices: 4 x NeuronCore-v3" in out
+
+
+def test_readme_main_job_runs(tmp_path):
+    """The README's main job: train under `python -m torch_neuron run` with a trace."""
+    trace = tmp_path / "trace.json"
+    out = run(["-m", "torch_neuron", "run", str(ROOT / "examples" / "train.py"), "--steps", "3",
+               "--trace", str(trace)], cwd=tmp_path)
+    assert "torch_neuron report" in out and "CPU fallback ops: none" in out
+    assert trace.stat().st_size > 0

@@ -39,6 +39,9 @@ _torch._register_device_module("neuron", neuron)
 _torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
+# torch.autocast("neuron") computes in bfloat16 unless told otherwise: Trainium's native
+# low-precision type (TorchNeuron's default too).
+_torch.set_autocast_dtype("neuron", _torch.bfloat16)
 
 def _let_autograd_threads_settle():
     # Autograd runs neuron backward passes on its device threads, which can still be releasing

@@ -47,8 +47,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   dst_view.copy_(src_view, non_blocking);
   const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
-  queue.launch("aten::copy_",
-               transfer_cost(trnsim::copy_duration_ns(system().instance(), kind, bytes), bytes),
+  const double ns = trnsim::copy_duration_ns(system().instance(), kind, bytes);
+  queue.launch("aten::copy_", transfer_cost(ns, bytes), ns,
                trnsim::tracing_enabled() ? describe_tensors({self}) + " -> " + dst.device().str()
                                          : std::string());
   count_executed_op("aten::copy_");

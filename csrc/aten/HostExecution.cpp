@@ -133,8 +133,10 @@ class HostRun {
   c10::DeviceIndex convert_arguments() {
     for (size_t i = begin_; i < stack_.size(); ++i) {
       auto& value = stack_[i];
-      const auto* alias = schema_.arguments()[i - begin_].alias_info();
+      const auto& argument = schema_.arguments()[i - begin_];
+      const auto* alias = argument.alias_info();
       written_ = alias != nullptr && alias->isWrite();
+      out_argument_ = argument.is_out();
       if (value.isTensor()) {
         value = convert(value.toTensor());
       } else if (value.isTensorList()) {
@@ -232,7 +234,8 @@ class HostRun {
     converted_.push_back({t, view, narrow, written_});
     converted_.back().alias = view.storage().unsafeGetStorageImpl();
     inputs_.push_back(t);
-    input_bytes_ += t.nbytes();
+    // An out= argument is only written: its bytes count once, as an output.
+    if (!out_argument_) input_bytes_ += t.nbytes();
     return view;
   }
 
@@ -306,6 +309,7 @@ class HostRun {
   bool narrow_float64_;
   bool narrowed_any_ = false;
   bool written_ = false;
+  bool out_argument_ = false;
   bool saw_complex_ = false;
   c10::DeviceIndex device_ = -1;
   std::vector<Converted> converted_;
@@ -350,7 +354,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const double ns =
         trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost, run.input_bytes()) +
         trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice, out_bytes);
-    queue.launch(info.name, transfer_cost(ns, run.input_bytes() + out_bytes),
+    queue.launch(info.name, transfer_cost(ns, run.input_bytes() + out_bytes), ns,
                  tracing ? "CPU fallback: " + describe_tensors(run.inputs()) : std::string());
     ++info.counter->fallback;
     ++info.counter->executed;
@@ -415,7 +419,8 @@ namespace torch_neuron {
 // backend fallback. For structured ops the composite just allocates an output and calls the
 // out= variant (two dispatches instead of one); for a few (native_layer_norm,
 // native_group_norm) it is a different algorithm with different rounding than the CPU kernel.
-// Registering host execution for exactly those ops makes neuron match CPU bit for bit.
+// Registering host execution for exactly those ops makes neuron match CPU bit for bit. The
+// _foreach_ ops (composite loops only) are registered too, to run as one op per list.
 void register_host_kernels() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -425,10 +430,11 @@ void register_host_kernels() {
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0) continue;
       auto op = dispatcher.findOp(name);
-      if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
-        continue;
-      }
+      if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      // The _foreach_ ops have only a composite per-tensor loop; run as one op they are one
+      // launch for the whole list, like the multi-tensor kernels of an accelerator.
+      const bool foreach = name.name.rfind("aten::_foreach_", 0) == 0;
+      if (!foreach && !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
       if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
           !op->hasKernelForDispatchKey(
               c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {

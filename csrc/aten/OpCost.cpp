@@ -112,7 +112,12 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
                              const std::string& name, const std::vector<at::Tensor>& inputs,
                              c10::ArrayRef<c10::IValue> outputs, uint64_t bytes) {
   const at::Tensor out = largest_output(outputs);
-  const int64_t elements = std::max<int64_t>(out.defined() ? out.numel() : 0, max_numel(inputs));
+  int64_t elements = std::max<int64_t>(out.defined() ? out.numel() : 0, max_numel(inputs));
+  if (name.find("_foreach_") != std::string::npos) {
+    // One launch over whole tensor lists: the engines process every element of every list.
+    elements = 0;
+    for (const auto& t : inputs) elements += t.numel();
+  }
   switch (op_class) {
     case OpClass::Matmul:
       return matmul(instance, name, inputs, out, bytes);

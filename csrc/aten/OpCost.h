@@ -22,7 +22,8 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
 // "f32[8,8], bf16[8]": operand shapes for trace records (built only while tracing).
 std::string describe_tensors(const std::vector<at::Tensor>& tensors);
 
-// A host round trip (CPU fallback or copy) as a cost: the DMA engines busy for `duration_ns`.
+// A transfer (copy or CPU-fallback round trip) as a cost: the DMA engines busy for
+// `duration_ns`. Launch it with that explicit duration (it has no launch overhead).
 trnsim::OpCost transfer_cost(double duration_ns, uint64_t bytes);
 
 // TensorE precision for a dtype: FP8 types, 16-bit floats, everything else FP32.

@@ -47,6 +47,9 @@ class Queue {
   double launch(const std::string& name, double duration_ns);
   // Appends an op whose duration and engine use come from the cost model.
   double launch(const std::string& name, const OpCost& cost, std::string detail = {});
+  // Appends work of a given duration whose engine use `cost` describes (a DMA transfer).
+  double launch(const std::string& name, const OpCost& cost, double duration_ns,
+                std::string detail);
   // Work launched later starts no earlier than t (an event wait, a cross-queue dependency).
   void wait_until(double t_ns);
 
@@ -54,9 +57,6 @@ class Queue {
   std::vector<TraceRecord> take_trace();
 
  private:
-  double launch(const std::string& name, const OpCost& cost, double duration_ns,
-                std::string detail);
-
   int device_, id_;
   mutable std::mutex mutex_;
   double clock_ns_ = 0;

@@ -11,6 +11,7 @@
 #include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
 #include "aten/OpTracking.h"
+#include "profiler/SimulationOverhead.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
 #include "runtime/Generator.h"
@@ -126,6 +127,7 @@ PYBIND11_MODULE(_C, m) {
         wrap_pybind_function([] { return float64_mode() == Float64Mode::Exact; }));
   m.def("_set_tracing", wrap_pybind_function(&trnsim::set_tracing_enabled));
   m.def("_take_trace", wrap_pybind_function(&take_trace));
+  m.def("_simulation_overhead_ns", wrap_pybind_function(&simulation_overhead_ns));
   m.def("_executed_ops", wrap_pybind_function(&executed_ops));
   m.def("_fallback_ops", wrap_pybind_function(&fallback_ops));
   m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));

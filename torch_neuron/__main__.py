@@ -14,6 +14,7 @@ import argparse
 import os
 import runpy
 import sys
+import traceback
 
 import torch
 
@@ -84,7 +85,11 @@ def run(tokens: list[str]) -> int:
     if not os.path.isfile(script):
         print(f"python -m torch_neuron run: no such script: {script}", file=sys.stderr)
         return 2
-    select_instance(options.get("instance"))
+    try:
+        select_instance(options.get("instance"))
+    except RuntimeError as e:  # a bad --instance
+        print(f"python -m torch_neuron run: error: {e}", file=sys.stderr)
+        return 1
     sys.argv = [script] + script_args
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     code = 0
@@ -93,6 +98,16 @@ def run(tokens: list[str]) -> int:
             runpy.run_path(script, run_name="__main__")
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+        except Exception as e:
+            # The script failed: its traceback, as `python SCRIPT.py` shows it (without the
+            # frames of this launcher), then the report of the work it did until then.
+            tb = e.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename != script:
+                tb = tb.tb_next
+            traceback.print_exception(type(e), e, tb or e.__traceback__)
+            code = 1
     print("\n" + "=" * 30 + " torch_neuron report " + "=" * 30)
     print(prof.summary())
     if "trace" in options:
@@ -107,10 +122,7 @@ def run(tokens: list[str]) -> int:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "run":
-        try:
-            sys.exit(run(argv[1:]))
-        except RuntimeError as e:  # a bad --instance
-            sys.exit(f"python -m torch_neuron run: error: {e}")
+        sys.exit(run(argv[1:]))
     parser = argparse.ArgumentParser(prog="python -m torch_neuron", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(

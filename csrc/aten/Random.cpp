@@ -1,10 +1,14 @@
 // In-place random fills drawn from the neuron device's generator (see runtime/Generator.h), so
 // torch.neuron.manual_seed() decides the numbers, as torch.cuda.manual_seed() does on CUDA.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones_like.h>
 #include <torch/library.h>
 
+#include "aten/HostExecution.h"
 #include "aten/HostView.h"
 #include "aten/Launch.h"
+#include "runtime/AllocateOnDevice.h"
 #include "runtime/Generator.h"
 
 namespace torch_neuron {
@@ -68,9 +72,39 @@ at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Gener
   return self;
 }
 
+// Note [Dropout draws from the neuron generator]
+// native_dropout (what F.dropout and nn.Dropout call on accelerators) has no Generator argument:
+// its CPU kernel draws its mask from the CPU's default generator. Run through host execution,
+// dropout on neuron would therefore ignore torch.neuron.manual_seed/set_rng_state and consume
+// the CPU's random stream (shifting DataLoader shuffles, for one). This kernel is ATen's CPU
+// kernel (native_dropout_cpu: a bool mask from bernoulli_(1 - p), then input * mask * scale) on
+// device memory, with the mask drawn from the device's generator, as CUDA draws from its own.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
+                                                  std::optional<bool> train) {
+  if (input.numel() == 0) return {input, at::empty_like(input)};
+  if (train.has_value() && !*train) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  const auto device = input.device().index();
+  const double keep = 1. - p;
+  const double scale = keep == 0 ? 0. : 1. / keep;  // p == 1 drops everything, without NaNs
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+  at::Tensor output;
+  {
+    AllocateOnDevice allocate_on(device);
+    const at::Tensor host_mask = host_view(mask);
+    host_mask.bernoulli_(keep, host_generator_for(std::nullopt, device));
+    output = host_view(input).mul(host_mask).mul_(scale);
+  }
+  output = adopt_host_result(output, device);
+  charge_device_op("aten::native_dropout", OpClass::Vector, device, {input}, {output, mask});
+  return {output, mask};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_dropout", TORCH_FN(native_dropout));
   m.impl("normal_", TORCH_FN(normal_));
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("random_", TORCH_FN(random_));

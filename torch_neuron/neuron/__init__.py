@@ -54,6 +54,11 @@ from torch_neuron.neuron.streams import (
 
 
 def __getattr__(name):
+    # torch.neuron._initialized, read like torch.cuda._initialized by torch.utils.checkpoint: it
+    # stashes and restores the device's RNG state around recomputation only when this is true,
+    # so without it dropout inside a checkpointed block recomputes with a different mask.
+    if name == "_initialized":
+        return is_initialized()
     # torch.neuron.default_generators: one generator per device, as torch.cuda has.
     if name == "default_generators":
         from torch_neuron.neuron.random import _generator

@@ -1,0 +1,314 @@
+"""torch_neuron.profiler through its public interface: what profile() records, the summary
+report, the Chrome/Perfetto trace (well-formed, ordered, durations equal to trnsim's cost model),
+the PNG plot, and that tracing stops with the context."""
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_neuron
+from torch_neuron.profiler import ENGINES, profile
+
+# From the hardware table (ARCHITECTURE.md, "The hardware model"): per chip dense TFLOPS, HBM
+# GB/s, TensorE GHz. Only what the matmul cost formula below needs.
+CHIPS = {
+    "Trainium1": {"bf16": 190.0, "fp32": 47.5, "hbm": 820.0, "tensor_ghz": 2.8},
+    "Trainium2": {"bf16": 667.0, "fp32": 181.0, "hbm": 2900.0, "tensor_ghz": 2.4},
+}
+LAUNCH_NS = 1500.0  # trnsim::kLaunchOverheadNs, an assumption of the model (cost.h)
+ENGINE_TID_BASE = 1000  # engine tracks of the chrome trace
+
+
+def model_mm_ns(m, k, n, dtype):
+    """What trnsim's cost model (cost.cpp) predicts for [m, k] @ [k, n] on one logical core of
+    the current instance: the launch overhead plus the longer of TensorE (full 128x128x512
+    tiles at the peak rate, plus one array fill per output tile) and the HBM traffic."""
+    props = torch.neuron.get_device_properties(0)
+    chip = CHIPS.get(props.chip)
+    if chip is None:
+        pytest.skip(f"no table entry for {props.chip}")
+    logical_per_chip = props.core_count // props.chips
+    precision = "bf16" if dtype in (torch.bfloat16, torch.float16) else "fp32"
+    peak_per_ns = chip[precision] * 1e3 / logical_per_chip
+    hbm_per_ns = chip["hbm"] / logical_per_chip
+    tm, tk, tn = math.ceil(m / 128), math.ceil(k / 128), math.ceil(n / 512)
+    fill_ns = tm * tn * 128 / chip["tensor_ghz"] / props.physical_cores_per_logical
+    tensor_ns = tm * tk * tn * (2 * 128 * 128 * 512) / peak_per_ns + fill_ns
+    nbytes = (m * k + k * n + m * n) * torch.empty(0, dtype=dtype).element_size()
+    return LAUNCH_NS + max(tensor_ns, nbytes / hbm_per_ns), tensor_ns, nbytes
+
+
+def small_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.LayerNorm(128),
+                         nn.Linear(128, 10)).to("neuron")
+
+
+def train_step(model, x):
+    model(x).square().mean().backward()
+
+
+@pytest.fixture(scope="module")
+def training_profile():
+    model = small_model()
+    x = torch.randn(32, 64).to("neuron")
+    with profile() as prof:
+        train_step(model, x)
+    return prof
+
+
+# Records -------------------------------------------------------------------------------------
+
+
+def test_records_of_a_training_step(training_profile):
+    records = training_profile.records
+    assert records
+    names = {r["name"] for r in records}
+    assert {"aten::addmm", "aten::mm", "aten::relu"} <= names  # forward and backward
+    for r in records:
+        assert set(r) >= {"name", "device", "queue", "start_ns", "duration_ns", "engine_ns",
+                          "flops", "bytes", "detail"}
+        assert r["device"] == 0
+        assert r["duration_ns"] >= 0
+        assert set(r["engine_ns"]) <= set(ENGINES)
+        # No engine is busy for longer than the op it works for.
+        assert all(0 < busy <= r["duration_ns"] for busy in r["engine_ns"].values())
+    mms = [r for r in records if r["name"] in ("aten::mm", "aten::addmm")]
+    assert all("TensorE" in r["engine_ns"] and r["flops"] > 0 for r in mms)
+    assert all(r["detail"].startswith("Float[") for r in mms)
+    assert training_profile.devices() == [0]
+    assert training_profile.total_time_ns() == pytest.approx(training_profile.span_ns(0))
+    assert training_profile.span_ns(0) >= sum(r["duration_ns"] for r in records) * (1 - 1e-9)
+
+
+def test_records_are_ordered_per_device():
+    with profile() as prof:
+        with torch.neuron.stream(torch.neuron.Stream(device=1)):
+            a = torch.empty(256, 256, device="neuron:1")
+            a @ a
+        b = torch.empty(256, 256, device="neuron")
+        b + b
+    keys = [(r["device"], r["start_ns"]) for r in prof.records]
+    assert keys == sorted(keys)
+    assert prof.devices() == [0, 1]
+
+
+@pytest.mark.parametrize("shape,dtype", [
+    ((300, 1000, 700), torch.bfloat16),   # TensorE-bound, padded tiles
+    ((300, 1000, 700), torch.float32),
+    ((4096, 16, 4096), torch.bfloat16),   # HBM-bound: writes a 32 MiB output
+], ids=["bf16", "fp32", "hbm-bound"])
+def test_op_duration_equals_the_cost_model(shape, dtype):
+    m, k, n = shape
+    a = torch.empty(m, k, dtype=dtype, device="neuron")
+    b = torch.empty(k, n, dtype=dtype, device="neuron")
+    out = torch.empty(m, n, dtype=dtype, device="neuron")  # no allocation inside the profile
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    with profile() as prof:
+        start.record()
+        torch.mm(a, b, out=out)
+        end.record()
+    (r,) = [r for r in prof.records if r["name"].startswith("aten::mm")]
+    expected, tensor_ns, nbytes = model_mm_ns(m, k, n, dtype)
+    assert r["duration_ns"] == pytest.approx(expected, rel=1e-9)
+    assert r["engine_ns"] == {"TensorE": pytest.approx(tensor_ns, rel=1e-9)}
+    assert r["flops"] == 2 * m * k * n
+    assert r["bytes"] == nbytes
+    # The record is what the stream's clock did.
+    assert start.elapsed_time(end) * 1e6 == pytest.approx(r["duration_ns"], rel=1e-9)
+
+
+# Summary -------------------------------------------------------------------------------------
+
+
+def test_summary(training_profile):
+    text = training_profile.summary()
+    instance = torch.neuron.get_device_properties(0).instance_type
+    assert f"Simulated {instance}" in text
+    for name in ("aten::addmm", "aten::mm"):
+        assert name in text
+    assert "MFU" in text
+    assert "engine busy" in text
+    for engine in ENGINES:
+        assert engine in text
+    assert "CPU fallback ops: none" in text
+    assert training_profile.fallback_ops == {}
+    assert training_profile.peak_hbm[0] > 0
+    assert 0 < training_profile.mfu(0) <= 1
+    util = training_profile.engine_utilization(0)
+    assert set(util) == set(ENGINES)
+    assert all(0 <= u <= 1 + 1e-9 for u in util.values())
+    rows = training_profile.by_op()
+    assert sum(row["calls"] for row in rows) == len(training_profile.records)
+    assert [row["time_ns"] for row in rows] == sorted((row["time_ns"] for row in rows),
+                                                      reverse=True)
+
+
+def test_summary_lists_cpu_fallback_ops():
+    a = (torch.randn(8, 8) + 8 * torch.eye(8)).to("neuron")
+    with profile() as prof:
+        torch.linalg.inv(a)
+    text = prof.summary()
+    assert "linalg_inv" in text.split("CPU fallback ops:")[1]
+    assert "CPU fallback ops: none" not in text
+    assert any("linalg_inv" in k for k in prof.fallback_ops)
+    (r,) = [r for r in prof.records if "linalg_inv" in r["name"]]
+    assert r["detail"].startswith("CPU fallback")
+    assert "DMA" in r["engine_ns"]
+
+
+def test_fallback_ops_before_the_profile_are_not_reported():
+    a = (torch.randn(8, 8) + 8 * torch.eye(8)).to("neuron")
+    torch.linalg.inv(a)
+    with profile() as prof:
+        a + a
+    assert prof.fallback_ops == {}
+    assert "CPU fallback ops: none" in prof.summary()
+
+
+# Chrome trace --------------------------------------------------------------------------------
+
+
+def check_chrome_trace(trace, records):
+    """Well-formed, complete, and per (device, track) ordered and non-overlapping."""
+    assert json.loads(json.dumps(trace)) == trace
+    events = trace["traceEvents"]
+    assert trace["displayTimeUnit"] in ("ms", "ns")
+    meta = [e for e in events if e["ph"] == "M"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(meta) + len(spans) == len(events)
+    devices = sorted({r["device"] for r in records})
+    streams = sorted({(r["device"], r["queue"]) for r in records})
+    process_names = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
+    assert process_names == {d: f"neuron:{d}" for d in devices}
+    thread_names = {(e["pid"], e["tid"]): e["args"]["name"]
+                    for e in meta if e["name"] == "thread_name"}
+    for d, q in streams:
+        assert thread_names[(d, q)] == f"stream {q}"
+    for d in devices:
+        for i, engine in enumerate(ENGINES):
+            assert thread_names[(d, ENGINE_TID_BASE + i)] == engine
+    # One span per record on its stream's track, with the record's times in microseconds.
+    on_streams = [e for e in spans if e["tid"] < ENGINE_TID_BASE]
+    assert len(on_streams) == len(records)
+    for e in spans:
+        assert {"name", "pid", "tid", "ts", "dur"} <= set(e)
+        assert e["ts"] >= 0 and e["dur"] >= 0
+        assert (e["pid"], e["tid"]) in thread_names
+    by_track = {}
+    for e in on_streams:
+        by_track.setdefault((e["pid"], e["tid"]), []).append(e)
+    for track, es in by_track.items():
+        starts = [e["ts"] for e in es]
+        assert starts == sorted(starts), track
+        for prev, nxt in zip(es, es[1:]):
+            assert prev["ts"] + prev["dur"] <= nxt["ts"] + 1e-6, (track, prev, nxt)
+    total = sum(r["duration_ns"] for r in records) / 1e3
+    assert sum(e["dur"] for e in on_streams) == pytest.approx(total)
+    return by_track
+
+
+def test_chrome_trace_of_a_training_step(training_profile, tmp_path):
+    trace = training_profile.chrome_trace()
+    check_chrome_trace(trace, training_profile.records)
+    assert trace["otherData"]["instance"] == torch.neuron.get_device_properties(0).instance_type
+    # One stream: its engines' spans cannot overlap either.
+    engines = {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X" and e["tid"] >= ENGINE_TID_BASE:
+            engines.setdefault(e["tid"], []).append(e)
+    assert ENGINE_TID_BASE + ENGINES.index("TensorE") in engines
+    for tid, es in engines.items():
+        es.sort(key=lambda e: e["ts"])
+        for prev, nxt in zip(es, es[1:]):
+            assert prev["ts"] + prev["dur"] <= nxt["ts"] + 1e-6, tid
+
+    path = tmp_path / "trace.json"
+    training_profile.export_chrome_trace(str(path))
+    assert json.loads(path.read_text()) == trace
+
+
+def test_chrome_trace_with_streams_and_devices():
+    last = torch.neuron.device_count() - 1
+    a = torch.empty(512, 512, device="neuron")
+    c = torch.empty(512, 512, device=f"neuron:{last}")
+    side = torch.neuron.Stream()
+    with profile() as prof:
+        a @ a
+        with torch.neuron.stream(side):
+            a @ a
+            a + a
+        c @ c
+        a.relu()
+    streams = {(r["device"], r["queue"]) for r in prof.records}
+    assert {(0, 0), (0, side.stream_id), (last, 0)} <= streams
+    check_chrome_trace(prof.chrome_trace(), prof.records)
+
+
+def test_trace_path_is_written_on_exit(tmp_path):
+    path = tmp_path / "on_exit.json"
+    a = torch.empty(64, 64, device="neuron")
+    with profile(trace_path=str(path)) as prof:
+        a @ a
+        assert not path.exists()
+    trace = json.loads(path.read_text())
+    assert any(e["ph"] == "X" and e["name"] == "aten::mm" for e in trace["traceEvents"])
+    check_chrome_trace(trace, prof.records)
+
+
+def test_empty_profile():
+    with profile() as prof:
+        pass
+    assert prof.records == []
+    assert prof.total_time_ns() == 0
+    assert "CPU fallback ops: none" in prof.summary()
+    trace = prof.chrome_trace()
+    assert json.loads(json.dumps(trace)) == trace
+    assert not [e for e in trace["traceEvents"] if e["ph"] == "X"]
+
+
+# Plot ----------------------------------------------------------------------------------------
+
+
+def test_plot_writes_a_png(training_profile, tmp_path):
+    pytest.importorskip("matplotlib", reason="profile.plot() needs matplotlib (pip install "
+                        "torch_neuron[plot])")
+    path = tmp_path / "profile.png"
+    training_profile.plot(str(path))
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 1000
+
+
+# Tracing stops with the context --------------------------------------------------------------
+
+
+def test_tracing_is_off_after_the_context():
+    a = torch.empty(64, 64, device="neuron")
+    with profile() as prof:
+        a @ a
+    assert len(prof.records) == 1
+    for _ in range(10):
+        a @ a
+    # profile.__enter__ drops stale records, so only the simulator's buffer shows whether
+    # anything was recorded after the context ended.
+    assert torch_neuron._C._take_trace() == []
+    with profile() as empty:
+        pass
+    assert empty.records == []
+    assert len(prof.records) == 1  # the first session's records are its own
+
+
+def test_tracing_is_off_after_an_exception():
+    a = torch.empty(64, 64, device="neuron")
+    with pytest.raises(ValueError):
+        with profile() as prof:
+            a @ a
+            raise ValueError("boom")
+    assert [r["name"] for r in prof.records] == ["aten::mm"]
+    a @ a
+    assert torch_neuron._C._take_trace() == []
+

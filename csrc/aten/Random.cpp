@@ -5,6 +5,7 @@
 #include <ATen/ops/ones_like.h>
 #include <torch/library.h>
 
+#include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
 #include "aten/HostView.h"
 #include "aten/Launch.h"
@@ -94,7 +95,12 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     AllocateOnDevice allocate_on(device);
     const at::Tensor host_mask = host_view(mask);
     host_mask.bernoulli_(keep, host_generator_for(std::nullopt, device));
-    output = host_view(input).mul(host_mask).mul_(scale);
+    // float64 computes in float32, as every device op does (DtypePolicy.h).
+    const bool narrow = input.scalar_type() == at::kDouble && float64_mode() == Float64Mode::Narrow;
+    if (narrow) warn_float64_narrowing();
+    const at::Tensor host_input = narrow ? host_view(input).to(at::kFloat) : host_view(input);
+    output = host_input.mul(host_mask).mul_(scale);
+    if (narrow) output = output.to(at::kDouble);
   }
   output = adopt_host_result(output, device);
   charge_device_op("aten::native_dropout", OpClass::Vector, device, {input}, {output, mask});

@@ -208,6 +208,12 @@ def gradients(model, x, y, use_reentrant):
     return [p.grad.cpu() for p in model.parameters()] + [x.grad.cpu()]
 
 
+def test_device_module_reports_initialized_as_checkpoint_reads_it():
+    # torch.utils.checkpoint stashes the device RNG state only if torch.neuron._initialized.
+    torch.ones(1, device="neuron")
+    assert torch.neuron._initialized is True
+
+
 @pytest.mark.parametrize("use_reentrant", [False, True])
 def test_gradient_checkpointing_gives_the_gradients_of_plain_backward(use_reentrant):
     torch.manual_seed(0)

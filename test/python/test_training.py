@@ -143,6 +143,11 @@ def test_float32_training_is_bit_exact(model_name, optimizer, mode):
     model, batch = initial_model(model_name), MODELS[model_name][1]
     cpu_losses, cpu_norms, cpu_model = train(model, "cpu", optimizer, mode, batch)
     losses, norms, trained = train_on_neuron(model, "neuron", optimizer, mode, batch)
+    executed = torch_neuron.get_executed_ops()
+    fused_op = {"sgd": "aten::_fused_sgd_", "adam": "aten::_fused_adam_",
+                "adamw": "aten::_fused_adamw_"}[optimizer]
+    assert (fused_op in executed) == (mode == "fused")  # the mode really ran on the device
+    assert (mode == "foreach") <= any(op.startswith("aten::_foreach_add") for op in executed)
     assert losses == cpu_losses
     assert norms == cpu_norms
     assert sum(n > MAX_NORM for n in norms) > STEPS // 2, "clipping should have acted"

@@ -5,8 +5,9 @@
 // attention matches CPU attention, forward and backward.
 #include <ATen/SDPBackend.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/TensorImpl.h>
 #include <ATen/native/transformers/attention.h>
-#include <ATen/ops/_fused_sdp_choice.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/empty.h>
@@ -107,6 +108,18 @@ std::optional<at::Tensor> host_optional(const std::optional<at::Tensor>& t) {
   return host_view(*t);
 }
 
+// A CPU tensor with `t`'s sizes, strides, dtype and requires_grad but no data: the CPU's backend
+// choice reads only metadata, and under torch.compile the tensors are fake (they have no data).
+at::Tensor metadata_only(const at::Tensor& t) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::kCPU),
+                     nullptr, false);
+  auto out = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(empty), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides());
+  if (t.requires_grad()) out.set_requires_grad(true);
+  return out;
+}
+
 int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
@@ -114,9 +127,13 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   if (attn_mask.has_value() && attn_mask->defined() && attn_mask->requires_grad()) {
     return static_cast<int64_t>(at::SDPBackend::math);
   }
-  const auto cpu_choice = at::_fused_sdp_choice(host_view(query), host_view(key),
-                                                host_view(value), host_optional(attn_mask),
-                                                dropout_p, is_causal, scale, enable_gqa);
+  std::optional<at::Tensor> mask;
+  if (attn_mask.has_value() && attn_mask->defined()) mask = metadata_only(*attn_mask);
+  // Called directly, not through the dispatcher: under torch.compile a fake-tensor mode is
+  // active and would refuse these plain CPU stand-ins.
+  const auto cpu_choice = at::native::_fused_sdp_choice_cpp(
+      metadata_only(query), metadata_only(key), metadata_only(value), mask, dropout_p, is_causal,
+      scale, enable_gqa);
   return cpu_choice == static_cast<int64_t>(at::SDPBackend::flash_attention)
              ? static_cast<int64_t>(at::SDPBackend::overrideable)
              : cpu_choice;

@@ -1,0 +1,47 @@
+"""Hugging Face transformers on neuron: a tiny causal LM built from a config (random weights,
+nothing downloaded) loads with device_map="neuron" and generates the same greedy tokens as on
+the CPU, with the dynamic and the static cache, without CPU fallback."""
+
+import pytest
+import torch
+
+import torch_neuron
+
+transformers = pytest.importorskip("transformers", reason="install with scripts/install.sh")
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    path = tmp_path_factory.mktemp("tiny_llama")
+    model.save_pretrained(path)
+    return model, path
+
+
+@pytest.mark.parametrize("cache", [None, "static"])
+def test_greedy_generation_matches_cpu(tiny_llama, cache):
+    cpu_model, path = tiny_llama
+    ids = torch.randint(0, 128, (2, 8), generator=torch.Generator().manual_seed(1))
+    kwargs = {"max_new_tokens": 8, "do_sample": False}
+    if cache:
+        kwargs["cache_implementation"] = cache
+    want = cpu_model.generate(ids, **kwargs)
+    model = transformers.LlamaForCausalLM.from_pretrained(path, device_map="neuron")
+    assert next(model.parameters()).device.type == "neuron"
+    torch_neuron.clear_op_tracking()
+    got = model.generate(ids.to("neuron"), **kwargs)
+    assert torch.equal(got.cpu(), want)
+    assert torch_neuron.get_fallback_ops() == {}
+
+
+def test_forward_logits_match_cpu(tiny_llama):
+    cpu_model, _ = tiny_llama
+    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(2))
+    want = cpu_model(ids).logits
+    model = transformers.LlamaForCausalLM.from_pretrained(tiny_llama[1]).to("neuron")
+    got = model(ids.to("neuron")).logits
+    torch.testing.assert_close(got.cpu(), want)

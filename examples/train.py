@@ -15,11 +15,11 @@ import torch_neuron  # noqa: F401  (registers the "neuron" device)
 
 
 class TinyLM(nn.Module):
-    def __init__(self, vocab=256, dim=128, heads=4, layers=2, context=64):
+    def __init__(self, vocab=256, dim=128, heads=4, layers=2, context=64, dropout=0.0):
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
         self.position = nn.Parameter(torch.zeros(context, dim))
-        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, batch_first=True,
+        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=dropout, batch_first=True,
                                            norm_first=True)
         self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.head = nn.Linear(dim, vocab)

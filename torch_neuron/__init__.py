@@ -43,6 +43,7 @@ _torch.utils.generate_methods_for_privateuse1_backend(
 # low-precision type (TorchNeuron's default too).
 _torch.set_autocast_dtype("neuron", _torch.bfloat16)
 
+
 def _let_autograd_threads_settle():
     # Autograd runs neuron backward passes on its device threads, which can still be releasing
     # the last Python objects of a backward pass when the interpreter shuts down; taking the GIL

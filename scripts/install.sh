@@ -21,4 +21,6 @@ python -m pip install -q "torch==2.13.0" numpy pytest expecttest matplotlib
 python -m pip install -q "transformers==5.24.0" "accelerate==1.16.0" "safetensors==0.8.0"
 # --no-build-isolation: build against the torch installed above.
 python -m pip install -q --no-build-isolation -e .
+# The opt-in torch_neuronx alias (compat/torch_neuronx), for the accelerate/Trainer tests.
+python -m pip install -q --no-build-isolation -e compat/torch_neuronx
 echo "torch_neuron is installed; try: python examples/quickstart.py"

@@ -95,9 +95,21 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(empty), 0, {0}, {});
 }
 
+// Whether `from`'s data can be put under `self` (param.data = tensor). Dense strided tensors of
+// neuron and the CPU share one TensorImpl layout, as CPU and CUDA tensors do; saying so keeps
+// Module.to("neuron") updating parameters in place, so optimizers made before the move keep
+// working (accelerate and many training scripts rely on it).
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.device().type() == kNeuron || t.is_cpu());
+  };
+  return dense(self) && dense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   // ATen's own view kernels only rewrite metadata and work for any device.
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));

@@ -240,3 +240,19 @@ def test_public_package_api():
     for name in ("neuron", "get_executed_ops", "get_fallback_ops", "clear_op_tracking",
                  "set_fallback_error", "cmake_prefix_path"):
         assert hasattr(torch_neuron, name)
+
+
+def test_module_to_neuron_keeps_parameter_objects():
+    # As with CUDA, Module.to() swaps the data under the same Parameters, so an optimizer
+    # built before the move still updates the model.
+    model = torch.nn.Linear(4, 2)
+    weight = model.weight
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.to("neuron")
+    assert model.weight is weight and weight.device.type == "neuron"
+    model(torch.randn(3, 4, device="neuron")).sum().backward()
+    before = weight.detach().cpu().clone()
+    opt.step()
+    assert not torch.equal(weight.detach().cpu(), before)
+    model.cpu()
+    assert model.weight is weight and weight.device.type == "cpu"

@@ -10,6 +10,7 @@
 
 #include "aten/HostView.h"
 #include "aten/Launch.h"
+#include "aten/OpCost.h"
 #include "aten/OpTracking.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
@@ -35,10 +36,11 @@ at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
+  const uint64_t bytes = self.element_size();
+  const double ns =
+      trnsim::copy_duration_ns(system().instance(), trnsim::CopyKind::DeviceToHost, bytes);
   current_queue(self.device().index())
-      .launch("aten::_local_scalar_dense",
-              trnsim::copy_duration_ns(system().instance(), trnsim::CopyKind::DeviceToHost,
-                                       self.element_size()));
+      .launch("aten::_local_scalar_dense", transfer_cost(ns, bytes), ns, std::string());
   count_executed_op("aten::_local_scalar_dense");
   return at::_local_scalar_dense(host_view(self));
 }

@@ -9,11 +9,6 @@
 
 namespace torch_neuron {
 
-void launch(const char* op_name, c10::DeviceIndex device, double duration_ns) {
-  current_queue(device).launch(op_name, duration_ns);
-  count_executed_op(op_name);
-}
-
 void launch_streaming(const char* op_name, const at::Tensor& tensor, uint64_t bytes) {
   const auto device = tensor.device().index();
   const auto elements = static_cast<uint64_t>(tensor.numel());

@@ -1,5 +1,6 @@
-// The launch helper every device kernel uses: it charges the op's simulated duration to the
-// current stream of the op's device and counts the op as executed on neuron.
+// The launch helper of the native fill and random kernels: charges an op that streams `bytes`
+// through VectorE on `tensor`'s device to the current stream and counts it as executed.
+// (Host-executed and dedicated kernels charge through estimate_cost / charge_device_op.)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,9 +9,6 @@
 
 namespace torch_neuron {
 
-void launch(const char* op_name, c10::DeviceIndex device, double duration_ns);
-
-// Shorthand for ops bound by HBM traffic: `bytes` read plus written on `tensor`'s device.
 void launch_streaming(const char* op_name, const at::Tensor& tensor, uint64_t bytes);
 
 }  // namespace torch_neuron

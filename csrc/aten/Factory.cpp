@@ -21,6 +21,12 @@ c10::Device target_device(std::optional<c10::Device> device) {
   return c10::Device(kNeuron, index);
 }
 
+// The allocator serves the current device: switch only when the target is another one.
+std::optional<c10::Device> guard_for(const c10::Device& device) {
+  if (device.index() == current_device()) return std::nullopt;
+  return device;
+}
+
 void check_layout(std::optional<c10::Layout> layout) {
   TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
               "neuron supports only strided (dense) tensors, got layout ", *layout,
@@ -32,7 +38,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   check_layout(layout);
-  const c10::DeviceGuard guard(target_device(device));
+  const c10::OptionalDeviceGuard guard(guard_for(target_device(device)));
   return at::detail::empty_generic(size, &device_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -42,7 +48,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_layout(layout);
-  const c10::DeviceGuard guard(target_device(device));
+  const c10::OptionalDeviceGuard guard(guard_for(target_device(device)));
   return at::detail::empty_strided_generic(size, stride, &device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));

@@ -95,8 +95,9 @@ size_t round_size(size_t n) {
   return (n + a - 1) / a * a;
 }
 
+// The clock of a stream that is known to be valid (it allocated or used a block).
 double stream_clock(c10::DeviceIndex device, c10::StreamId id) {
-  return queue_of(c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device), id)).now_ns();
+  return system().device(device).queue(static_cast<int>(id)).now_ns();
 }
 
 // Live blocks by data pointer. DataPtrs carry the data pointer as their context (not the Block),
@@ -202,8 +203,11 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
     block->requested = nbytes;
     cache.account_use(block, +1);
   }
-  // Reuse across streams waits for the previous users on the simulated clock.
-  queue_of(stream).wait_until(block->ready_ns);
+  // Reuse across streams waits for the previous users on the simulated clock (on the same
+  // stream, order already guarantees it).
+  if (block->stream != stream.id() || !block->other_streams.empty()) {
+    queue_of(stream).wait_until(block->ready_ns);
+  }
   block->stream = stream.id();
   block->other_streams.clear();
   {

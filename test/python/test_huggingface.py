@@ -45,3 +45,19 @@ def test_forward_logits_match_cpu(tiny_llama):
     model = transformers.LlamaForCausalLM.from_pretrained(tiny_llama[1]).to("neuron")
     got = model(ids.to("neuron")).logits
     torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("mode", ["sample", "beam"])
+def test_sampling_and_beam_search_match_cpu(tiny_llama, mode):
+    # Sampling draws from the neuron generator, which a seed puts in the same state as the CPU's.
+    cpu_model, path = tiny_llama
+    ids = torch.randint(0, 128, (1, 6), generator=torch.Generator().manual_seed(3))
+    kwargs = {"max_new_tokens": 6}
+    kwargs.update({"do_sample": True, "top_k": 20} if mode == "sample"
+                  else {"do_sample": False, "num_beams": 3})
+    torch.manual_seed(7)
+    want = cpu_model.generate(ids, **kwargs)
+    model = transformers.LlamaForCausalLM.from_pretrained(path, device_map="neuron")
+    torch.manual_seed(7)
+    got = model.generate(ids.to("neuron"), **kwargs)
+    assert torch.equal(got.cpu(), want)

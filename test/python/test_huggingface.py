@@ -61,3 +61,26 @@ def test_sampling_and_beam_search_match_cpu(tiny_llama, mode):
     torch.manual_seed(7)
     got = model.generate(ids.to("neuron"), **kwargs)
     assert torch.equal(got.cpu(), want)
+
+
+def test_peft_lora_fine_tuning_step_matches_cpu(tiny_llama):
+    peft = pytest.importorskip("peft", reason="install with scripts/install.sh")
+    _, path = tiny_llama
+    ids = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(4))
+    losses = {}
+    for device in ("cpu", "neuron"):
+        torch.manual_seed(0)
+        base = transformers.LlamaForCausalLM.from_pretrained(path)
+        config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+        model = peft.get_peft_model(base, config).to(device)
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+        torch_neuron.clear_op_tracking()
+        for _ in range(3):
+            loss = model(input_ids=ids.to(device), labels=ids.to(device)).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        losses[device] = loss.item()
+        if device == "neuron":
+            assert torch_neuron.get_fallback_ops() == {}
+    assert losses["neuron"] == pytest.approx(losses["cpu"], rel=1e-5)

@@ -5,7 +5,6 @@
 // attention matches CPU attention, forward and backward.
 #include <ATen/SDPBackend.h>
 #include <ATen/core/Tensor.h>
-#include <c10/core/TensorImpl.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_fused_sdp_choice_native.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
@@ -113,9 +112,7 @@ std::optional<at::Tensor> host_optional(const std::optional<at::Tensor>& t) {
 at::Tensor metadata_only(const at::Tensor& t) {
   c10::Storage empty(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::kCPU),
                      nullptr, false);
-  auto out = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(empty), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
-  out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides());
+  auto out = tensor_like(std::move(empty), c10::DispatchKey::CPU, t);
   if (t.requires_grad()) out.set_requires_grad(true);
   return out;
 }
@@ -201,6 +198,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 }  // namespace torch_neuron
 
+// scaled_dot_product_attention asks this stub (not the dispatcher) which backend to use, and
+// only devices that registered it get anything but the math path.
 namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_neuron::fused_sdp_choice)
 }  // namespace at::native

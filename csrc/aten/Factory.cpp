@@ -33,6 +33,15 @@ void check_layout(std::optional<c10::Layout> layout) {
               "; convert sparse tensors with .to_dense() first");
 }
 
+// Sparse layouts dispatch to their own keys; without a kernel there, PyTorch's error would name
+// an internal "Sparseneuron" backend. Say what is wrong instead.
+at::Tensor refuse_sparse_empty(c10::IntArrayRef, std::optional<c10::ScalarType>,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device>,
+                               std::optional<bool>, std::optional<c10::MemoryFormat>) {
+  check_layout(layout.value_or(c10::kSparse));
+  TORCH_INTERNAL_ASSERT(false, "unreachable: a sparse empty with a strided layout");
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
@@ -59,6 +68,14 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
+}
+
+TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(refuse_sparse_empty));
+}
+
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(refuse_sparse_empty));
 }
 
 }  // namespace torch_neuron

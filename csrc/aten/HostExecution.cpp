@@ -90,15 +90,9 @@ bool is_generator(const c10::Argument& argument) {
   return type->kind() == c10::TypeKind::GeneratorType;
 }
 
-// A neuron tensor over `storage` with the sizes, strides, offset and conj/neg bits of `like`.
+// A neuron tensor over `storage` shaped like `like`.
 at::Tensor wrap(const c10::Storage& storage, const at::Tensor& like) {
-  auto out = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), like.dtype());
-  out.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
-                                                    like.storage_offset());
-  out._set_conj(like.is_conj());
-  out._set_neg(like.is_neg());
-  return out;
+  return tensor_like(storage, c10::DispatchKey::PrivateUse1, like);
 }
 
 // Makes a storage that a CPU kernel allocated in HBM a neuron storage.

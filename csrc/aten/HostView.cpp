@@ -15,15 +15,19 @@ at::Tensor host_view(const at::Tensor& tensor, bool resizable) {
   c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(),
                      c10::DataPtr(storage.unsafeGetStorageImpl()->mutable_data(), c10::kCPU),
                      resizable ? c10::GetCPUAllocator() : nullptr, resizable);
-  auto view = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(alias), c10::DispatchKeySet(c10::DispatchKey::CPU), tensor.dtype());
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(),
-                                                     tensor.storage_offset());
   // Lazy conjugation and negation are part of the value (ops that understand them, like mm and
-  // copy_, receive them unresolved).
-  view._set_conj(tensor.is_conj());
-  view._set_neg(tensor.is_neg());
-  return view;
+  // copy_, receive them unresolved), so the view keeps them.
+  return tensor_like(std::move(alias), c10::DispatchKey::CPU, tensor);
+}
+
+at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                      c10::DispatchKeySet(key), like.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                    like.storage_offset());
+  out._set_conj(like.is_conj());
+  out._set_neg(like.is_neg());
+  return out;
 }
 
 }  // namespace torch_neuron

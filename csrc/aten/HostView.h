@@ -12,4 +12,9 @@ namespace torch_neuron {
 // allocator (which allocates in HBM inside an AllocateOnDevice scope, Note [Host execution]).
 at::Tensor host_view(const at::Tensor& tensor, bool resizable = false);
 
+// A tensor for dispatch key `key` (CPU or PrivateUse1) over `storage`, with `like`'s dtype,
+// sizes, strides, storage offset and lazy conj/neg bits: the one way tensors are re-dressed
+// between neuron and host views.
+at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like);
+
 }  // namespace torch_neuron

@@ -319,6 +319,8 @@ void check_fallback_allowed(const std::string& name) {
               "torch_neuron.set_fallback_error(False)) to allow CPU fallback.");
 }
 
+}  // namespace
+
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpInfo& info = info_for(op);
   const auto& schema = op.schema();
@@ -362,8 +364,6 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                tracing ? describe_tensors(run.inputs()) : std::string());
   ++info.counter->executed;
 }
-
-}  // namespace
 
 at::Tensor adopt_host_result(const at::Tensor& t, c10::DeviceIndex device) {
   if (!t.defined() || on_neuron(t) || !t.device().is_cpu()) return t;

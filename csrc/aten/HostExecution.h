@@ -3,13 +3,22 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
 
 #include <string>
 #include <vector>
 
 #include "aten/OpPolicy.h"
 
+namespace c10 {
+class OperatorHandle;
+}
+
 namespace torch_neuron {
+
+// The boxed kernel of every neuron op without a dedicated kernel: runs ATen's CPU kernel on
+// views of device memory. Dedicated boxed kernels call it for the cases they do not handle.
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Registers host execution for ops whose composite kernel would otherwise win over it
 // (Note [Composite kernels on neuron]). Idempotent; runs when the first neuron tensor is

@@ -17,8 +17,10 @@ fi
 
 # torch first, pinned: an unpinned or isolated install would pull a multi-GB CUDA build.
 python -m pip install -q "torch==2.13.0" numpy pytest expecttest matplotlib
-# Hugging Face libraries for test_huggingface.py, pinned to versions that run on torch 2.13.
-python -m pip install -q "transformers==5.24.0" "accelerate==1.16.0" "safetensors==0.8.0" "peft==0.21.2"
+# Hugging Face libraries for the Hugging Face tests, pinned to versions that run on torch 2.13
+# (the same pins as the `hf` extra in pyproject.toml).
+python -m pip install -q "transformers==5.24.0" "accelerate==1.16.0" "safetensors==0.8.0" \
+  "peft==0.21.2" "diffusers==0.42.1" "trl==1.16.0" "datasets==5.2.0"
 # --no-build-isolation: build against the torch installed above.
 python -m pip install -q --no-build-isolation -e .
 # The opt-in torch_neuronx alias (compat/torch_neuronx), for the accelerate/Trainer tests.

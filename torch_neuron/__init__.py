@@ -25,7 +25,8 @@ import torch as _torch
 from torch_neuron import _C
 from torch_neuron import neuron
 from torch_neuron import profiler
-from torch_neuron._dtype_policy import get_float64_mode, set_float64_mode
+from torch_neuron._dtype_policy import (get_complex_decompose, get_float64_mode,
+                                        set_complex_decompose, set_float64_mode)
 from torch_neuron._op_tracking import (
     clear_op_tracking,
     get_executed_ops,
@@ -67,5 +68,7 @@ __all__ = [
     "set_fallback_error",
     "set_float64_mode",
     "get_float64_mode",
+    "set_complex_decompose",
+    "get_complex_decompose",
     "cmake_prefix_path",
 ]

@@ -14,3 +14,14 @@ def set_float64_mode(mode: str) -> None:
 
 def get_float64_mode() -> str:
     return "exact" if _C._float64_is_exact() else "narrow"
+
+
+def set_complex_decompose(on: bool) -> None:
+    """True (default, as TorchNeuron on PyTorch >= 2.13): ops on complex64 tensors run on the
+    device, decomposed into real arithmetic. False: every op on complex tensors falls back to
+    the CPU. TORCH_NEURONX_COMPLEX_DECOMPOSE=0 selects False at startup."""
+    _C._set_complex_decompose(bool(on))
+
+
+def get_complex_decompose() -> bool:
+    return _C._complex_decompose()

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <limits>
 
 #include "aten/HostView.h"
@@ -20,6 +21,17 @@ Float64Mode mode_from_env() {
 }
 
 std::atomic<Float64Mode> mode{mode_from_env()};
+
+// TorchNeuron's switch: "0"/"false" turns complex decomposition off; unset or anything else
+// keeps TorchNeuron's default for PyTorch >= 2.13 (on). Read at load, as TorchNeuron reads it
+// at import.
+bool complex_decompose_from_env() {
+  const char* value = std::getenv("TORCH_NEURONX_COMPLEX_DECOMPOSE");
+  if (value == nullptr) return true;
+  return !(std::strcmp(value, "0") == 0 || strcasecmp(value, "false") == 0);
+}
+
+std::atomic<bool> decompose_complex{complex_decompose_from_env()};
 std::atomic<bool> int64_warned{false};
 
 bool overflows_int32(const at::Tensor& t) {
@@ -33,6 +45,8 @@ bool overflows_int32(const at::Tensor& t) {
 
 Float64Mode float64_mode() { return mode; }
 void set_float64_mode(Float64Mode m) { mode = m; }
+bool complex_decompose() { return decompose_complex; }
+void set_complex_decompose(bool on) { decompose_complex = on; }
 
 void warn_float64_narrowing() {
   TORCH_WARN_ONCE(

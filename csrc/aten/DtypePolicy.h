@@ -8,6 +8,12 @@
 // int64: integer arithmetic on Trainium is 32-bit; int64 tensors are stored as 64-bit but values
 // are expected to fit in int32. Results here stay exact int64; a device op whose int64 result
 // leaves the int32 range warns once, because on hardware that value would not survive.
+//
+// complex: Trainium has no complex arithmetic. TorchNeuron on PyTorch >= 2.13 decomposes complex
+// ops into real ones on the device (TORCH_NEURONX_COMPLEX_DECOMPOSE, on by default), so complex64
+// ops run as device ops charged as their real decomposition. Turning decomposition off
+// (TORCH_NEURONX_COMPLEX_DECOMPOSE=0 or torch_neuron.set_complex_decompose(False)) sends every
+// op on complex tensors to the CPU fallback. complex128 and complex32 always fall back.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -20,6 +26,9 @@ enum class Float64Mode { Narrow, Exact };
 
 Float64Mode float64_mode();
 void set_float64_mode(Float64Mode mode);
+
+bool complex_decompose();
+void set_complex_decompose(bool on);
 
 // Warns (once per process) that float64 is being computed in float32.
 void warn_float64_narrowing();

@@ -185,6 +185,8 @@ class HostRun {
 
   uint64_t input_bytes() const { return input_bytes_; }
   bool saw_complex() const { return saw_complex_; }
+  // Complex dtypes other than complex64, which Trainium cannot decompose into float32 pairs.
+  bool saw_undecomposable_complex() const { return saw_undecomposable_complex_; }
   const std::vector<at::Tensor>& inputs() const { return inputs_; }
 
  private:
@@ -207,6 +209,8 @@ class HostRun {
     }
     note_device(t.device());
     saw_complex_ = saw_complex_ || t.is_complex();
+    saw_undecomposable_complex_ =
+        saw_undecomposable_complex_ || (t.is_complex() && t.scalar_type() != at::kComplexFloat);
     for (const auto& c : converted_) {
       if (c.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.view;
     }
@@ -305,6 +309,7 @@ class HostRun {
   bool written_ = false;
   bool out_argument_ = false;
   bool saw_complex_ = false;
+  bool saw_undecomposable_complex_ = false;
   c10::DeviceIndex device_ = -1;
   std::vector<Converted> converted_;
   std::vector<size_t> generators_;  // stack positions of Generator? arguments
@@ -332,8 +337,10 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   HostRun run(info, schema, *stack, !fallback && float64_mode() == Float64Mode::Narrow);
   const c10::DeviceIndex device = run.convert_arguments();
-  if (run.saw_complex() && !fallback) {
-    // Trainium has no complex arithmetic: complex ops are host round trips.
+  if (run.saw_complex() && !fallback &&
+      (!complex_decompose() || run.saw_undecomposable_complex())) {
+    // Trainium has no complex arithmetic: without decomposition into real ops (DtypePolicy.h)
+    // complex ops are host round trips.
     fallback = true;
     check_fallback_allowed(info.name);
   }

@@ -42,7 +42,9 @@ trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& n
   const int64_t k = lhs.dim() >= 1 ? lhs.size(-1) : 1;
   const int64_t n = out.dim() >= 2 ? out.size(-1) : 1;
   const int64_t m = out.dim() >= 2 ? out.size(-2) : std::max<int64_t>(out.numel(), 1);
-  const int64_t batch = out.dim() >= 2 ? out.numel() / std::max<int64_t>(m * n, 1) : 1;
+  int64_t batch = out.dim() >= 2 ? out.numel() / std::max<int64_t>(m * n, 1) : 1;
+  // A decomposed complex matmul is four real ones (re*re, im*im, re*im, im*re).
+  if (out.is_complex()) batch *= 4;
   return trnsim::matmul_cost(instance, batch, m, k, n, matmul_precision(lhs.scalar_type()),
                              bytes);
 }
@@ -118,6 +120,10 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
     elements = 0;
     for (const auto& t : inputs) elements += t.numel();
   }
+  // Decomposed complex values are (real, imaginary) pairs of float32: twice the elements.
+  bool complex = out.defined() && out.is_complex();
+  for (const auto& t : inputs) complex = complex || (t.defined() && t.is_complex());
+  if (complex) elements *= 2;
   switch (op_class) {
     case OpClass::Matmul:
       return matmul(instance, name, inputs, out, bytes);

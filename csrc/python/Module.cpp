@@ -125,6 +125,8 @@ PYBIND11_MODULE(_C, m) {
         }));
   m.def("_float64_is_exact",
         wrap_pybind_function([] { return float64_mode() == Float64Mode::Exact; }));
+  m.def("_set_complex_decompose", wrap_pybind_function(&set_complex_decompose));
+  m.def("_complex_decompose", wrap_pybind_function(&complex_decompose));
   m.def("_set_tracing", wrap_pybind_function(&trnsim::set_tracing_enabled));
   m.def("_take_trace", wrap_pybind_function(&take_trace));
   m.def("_simulation_overhead_ns", wrap_pybind_function(&simulation_overhead_ns));

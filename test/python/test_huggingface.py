@@ -38,6 +38,23 @@ def test_greedy_generation_matches_cpu(tiny_llama, cache):
     assert torch_neuron.get_fallback_ops() == {}
 
 
+def test_device_map_auto_spreads_layers_over_neuron_devices(tiny_llama):
+    # As on a multi-GPU machine, accelerate balances the layers over the visible devices; its
+    # hooks move activations between them, and generation still matches the CPU.
+    cpu_model, path = tiny_llama
+    ids = torch.randint(0, 128, (2, 8), generator=torch.Generator().manual_seed(3))
+    want = cpu_model.generate(ids, max_new_tokens=8, do_sample=False)
+    model = transformers.LlamaForCausalLM.from_pretrained(path, device_map="auto")
+    devices = {p.device for p in model.parameters()}
+    assert all(d.type == "neuron" for d in devices)
+    assert len(devices) == 1 or torch.neuron.device_count() > 1, model.hf_device_map
+    assert len(devices) > 1 or torch.neuron.device_count() == 1, model.hf_device_map
+    torch_neuron.clear_op_tracking()
+    got = model.generate(ids.to("neuron"), max_new_tokens=8, do_sample=False)
+    assert torch.equal(got.cpu(), want)
+    assert torch_neuron.get_fallback_ops() == {}
+
+
 def test_forward_logits_match_cpu(tiny_llama):
     cpu_model, _ = tiny_llama
     ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(2))

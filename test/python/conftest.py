@@ -10,9 +10,16 @@ import textwrap
 
 import pytest
 
-# Variables that select the simulated machine or the fallback mode. Subprocesses start without
-# them unless a test sets them, so they see the default trn2.3xlarge.
-NEURON_ENV_VARS = ("TORCH_NEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES", "TORCH_NEURON_FALLBACK")
+# Variables that select the simulated machine or change the back end's behaviour (every one
+# docs/environment.md lists as honoured). Subprocesses start without them unless a test sets
+# them, so they see the default trn2.3xlarge.
+NEURON_ENV_VARS = (
+    "TORCH_NEURON_INSTANCE", "TORCH_NEURON_FALLBACK", "TORCH_NEURON_FLOAT64",
+    "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG",
+    "TORCH_NEURONX_COMPLEX_DECOMPOSE", "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
+    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
+    "TORCH_NEURONX_DEBUG_DIR",
+)
 
 
 def run_python(code, env=None, timeout=120):

@@ -10,21 +10,30 @@ namespace trnsim {
 
 System::System(const InstanceSpec& instance, std::vector<int> visible_cores)
     : instance_(instance) {
+  // Devices refer to this System's copy of the spec, which may differ from the table entry
+  // (NEURON_LOGICAL_NC_CONFIG).
   for (size_t i = 0; i < visible_cores.size(); ++i) {
-    devices_.push_back(std::make_unique<Device>(static_cast<int>(i), visible_cores[i], instance));
+    devices_.push_back(std::make_unique<Device>(static_cast<int>(i), visible_cores[i], instance_));
   }
 }
 
 std::unique_ptr<System> System::from_environment() {
   const char* name = std::getenv("TORCH_NEURON_INSTANCE");
-  const InstanceSpec& instance =
-      find_instance(name && *name ? std::string_view(name) : kDefaultInstance);
+  InstanceSpec instance = find_instance(name && *name ? std::string_view(name) : kDefaultInstance);
+  const char* lnc = std::getenv("NEURON_LOGICAL_NC_CONFIG");
+  if (lnc && *lnc) instance = with_logical_nc_config(instance, lnc);
   std::vector<int> cores;
   const char* visible = std::getenv("NEURON_RT_VISIBLE_CORES");
+  const char* num = std::getenv("NEURON_RT_NUM_CORES");
+  // The Neuron runtime gives NEURON_RT_VISIBLE_CORES precedence over NEURON_RT_NUM_CORES
+  // (neuron-runtime/guides/configuration-guide.rst, "Notes").
   if (visible && *visible) {
     cores = parse_visible_cores(visible, instance.core_count());
   } else {
-    for (int c = 0; c < instance.core_count(); ++c) cores.push_back(c);
+    const int count = num && *num ? parse_num_cores(num, instance.core_count()) : 0;
+    // 0 means all cores. The runtime reserves the first free cores; no other process shares
+    // a simulated instance, so those are cores 0..count-1.
+    for (int c = 0; c < (count ? count : instance.core_count()); ++c) cores.push_back(c);
   }
   return std::make_unique<System>(instance, cores);
 }
@@ -80,6 +89,36 @@ std::vector<int> parse_visible_cores(const std::string& value, int core_count) {
   }
   if (cores.empty()) throw Error(usage);
   return cores;
+}
+
+int parse_num_cores(const std::string& value, int core_count) {
+  int count = -1;
+  char extra = 0;
+  std::stringstream s(value);
+  if (!(s >> count) || (s >> extra) || count < 0 || count > core_count) {
+    throw Error("NEURON_RT_NUM_CORES='" + value + "' is not valid; use a number of NeuronCores " +
+                "from 1 to " + std::to_string(core_count) + ", or 0 for all of them");
+  }
+  return count;
+}
+
+InstanceSpec with_logical_nc_config(const InstanceSpec& instance, const std::string& value) {
+  // LNC groups physical NeuronCores into one logical core (one device). Trainium2 supports 1
+  // and 2 (default 2); Trainium1 has no grouping, so only 1 describes it
+  // (about-neuron/arch/neuron-features/logical-neuroncore-config.rst).
+  const int physical = instance.chip->physical_cores;
+  const int default_lnc = instance.physical_cores_per_logical();
+  const std::string allowed = default_lnc == 1 ? "1" : "1 or " + std::to_string(default_lnc);
+  int lnc = 0;
+  char extra = 0;
+  std::stringstream s(value);
+  if (!(s >> lnc) || (s >> extra) || lnc < 1 || lnc > default_lnc || physical % lnc != 0) {
+    throw Error("NEURON_LOGICAL_NC_CONFIG='" + value + "' is not valid for " + instance.name +
+                " (" + instance.chip->name + "); use " + allowed + " or unset it");
+  }
+  InstanceSpec spec = instance;
+  spec.logical_cores_per_chip = physical / lnc;
+  return spec;
 }
 
 }  // namespace trnsim

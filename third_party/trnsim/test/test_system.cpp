@@ -18,7 +18,8 @@ namespace {
 // the suite neither depends on nor leaks into the developer's shell.
 class SystemEnv : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"TORCH_NEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES"};
+  static constexpr const char* kVars[] = {"TORCH_NEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES",
+                                          "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG"};
 
   void SetUp() override {
     for (const char* var : kVars) {
@@ -125,6 +126,55 @@ TEST_F(SystemEnv, BadVisibleCoresFromEnvironmentThrow) {
     EXPECT_NE(msg.find(std::string("'") + value + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("0..3"), std::string::npos) << msg;
   }
+}
+
+TEST_F(SystemEnv, NumCoresTakesTheFirstCores) {
+  set("NEURON_RT_NUM_CORES", "2");
+  auto sys = System::from_environment();
+  ASSERT_EQ(sys->device_count(), 2);
+  EXPECT_EQ(sys->device(1).core(), 1);
+  set("NEURON_RT_NUM_CORES", "0");  // 0 means all, the runtime's default
+  EXPECT_EQ(System::from_environment()->device_count(), 4);
+}
+
+TEST_F(SystemEnv, VisibleCoresWinOverNumCores) {
+  set("NEURON_RT_NUM_CORES", "1");
+  set("NEURON_RT_VISIBLE_CORES", "2-3");
+  auto sys = System::from_environment();
+  ASSERT_EQ(sys->device_count(), 2);
+  EXPECT_EQ(sys->device(0).core(), 2);
+}
+
+TEST_F(SystemEnv, BadNumCoresNamesVariableAndRange) {
+  for (const char* value : {"5", "-1", "two", "2x"}) {
+    SCOPED_TRACE(value);
+    set("NEURON_RT_NUM_CORES", value);
+    const std::string msg = error_of([] { System::from_environment(); });
+    EXPECT_NE(msg.find("NEURON_RT_NUM_CORES"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("from 1 to 4"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(SystemEnv, LogicalNcConfigOneSplitsTrn2Devices) {
+  set("NEURON_LOGICAL_NC_CONFIG", "1");
+  auto sys = System::from_environment();
+  EXPECT_EQ(sys->device_count(), 8);
+  EXPECT_EQ(sys->instance().physical_cores_per_logical(), 1);
+  EXPECT_EQ(sys->instance().hbm_bytes_per_core(), 12 * kGiB);
+  EXPECT_EQ(&sys->device(7).instance(), &sys->instance());
+  set("NEURON_LOGICAL_NC_CONFIG", "2");  // the Trainium2 default
+  EXPECT_EQ(System::from_environment()->device_count(), 4);
+}
+
+TEST_F(SystemEnv, BadLogicalNcConfigNamesVariable) {
+  set("NEURON_LOGICAL_NC_CONFIG", "4");
+  EXPECT_NE(error_of([] { System::from_environment(); }).find("use 1 or 2"), std::string::npos);
+  set("TORCH_NEURON_INSTANCE", "trn1.2xlarge");  // Trainium1 has no logical core grouping
+  set("NEURON_LOGICAL_NC_CONFIG", "2");
+  EXPECT_NE(error_of([] { System::from_environment(); }).find("use 1 or unset"),
+            std::string::npos);
+  set("NEURON_LOGICAL_NC_CONFIG", "1");
+  EXPECT_EQ(System::from_environment()->device_count(), 2);
 }
 
 TEST(ParseVisibleCores, AcceptsIdsRangesAndLists) {

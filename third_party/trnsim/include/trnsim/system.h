@@ -15,9 +15,14 @@ class System {
  public:
   // `visible_cores` lists NeuronCore ids of the instance; device i is visible_cores[i].
   System(const InstanceSpec& instance, std::vector<int> visible_cores);
+  // Devices refer to instance_, so a System stays where it was built.
+  System(const System&) = delete;
+  System& operator=(const System&) = delete;
 
-  // Reads TORCH_NEURON_INSTANCE (default kDefaultInstance) and NEURON_RT_VISIBLE_CORES
-  // ("2", "0-3", "0,2-3"), as the Neuron runtime does. Throws trnsim::Error on bad values.
+  // Reads TORCH_NEURON_INSTANCE (default kDefaultInstance), and, as the Neuron runtime does,
+  // NEURON_LOGICAL_NC_CONFIG (physical cores per device), NEURON_RT_VISIBLE_CORES ("2", "0-3",
+  // "0,2-3") and NEURON_RT_NUM_CORES (the first N cores; VISIBLE_CORES wins when both are set).
+  // Throws trnsim::Error naming the variable on bad values.
   static std::unique_ptr<System> from_environment();
 
   const InstanceSpec& instance() const { return instance_; }
@@ -32,11 +37,15 @@ class System {
  private:
   void check_index(int index) const;  // throws trnsim::Error naming the valid range
 
-  const InstanceSpec& instance_;
+  const InstanceSpec instance_;  // a copy: NEURON_LOGICAL_NC_CONFIG may change the table's
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
 // Parses a NEURON_RT_VISIBLE_CORES value against an instance with `core_count` cores.
 std::vector<int> parse_visible_cores(const std::string& value, int core_count);
+// Parses a NEURON_RT_NUM_CORES value: 0 (all) to core_count.
+int parse_num_cores(const std::string& value, int core_count);
+// `instance` with NEURON_LOGICAL_NC_CONFIG=`value` physical cores per logical core (device).
+InstanceSpec with_logical_nc_config(const InstanceSpec& instance, const std::string& value);
 
 }  // namespace trnsim

@@ -64,6 +64,9 @@ QWEN4_EXP_INDEXER = {"indexer_n_heads": 4, "indexer_kv_heads": 1, "indexer_head_
 
 # Per-architecture settings the generic names cannot express (layer patterns of hybrid models).
 ARCH_OVERRIDES = {
+    # The default attention config lacks rope_theta and leaves clip_qkv None, which its
+    # attention passes to torch.clamp; DBRX's released config sets both.
+    "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
     # layer_types=None: derived from these counts (its to_dict form interleaves MLP blocks).
     "dory": {"layer_types": None, "num_hidden_layers": 4, "n_input_layers": 1,
              "n_recurrent_layers": 2, "n_output_layers": 1},

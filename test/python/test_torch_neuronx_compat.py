@@ -44,7 +44,7 @@ def tiny_trainer(tmp_path, use_cpu, **training_args):
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / ("cpu" if use_cpu else "neuron")), per_device_train_batch_size=4,
         max_steps=3, report_to=[], save_strategy="no", use_cpu=use_cpu, seed=0,
-        dataloader_pin_memory=False, **training_args)
+        **training_args)
     return transformers.Trainer(model=model, args=args, train_dataset=data)
 
 

@@ -44,7 +44,7 @@ def sft(tmp_path, tokenizer, use_cpu, peft_config=None, **config):
         output_dir=str(tmp_path / ("cpu" if use_cpu else "neuron")), use_cpu=use_cpu, seed=0,
         per_device_train_batch_size=4, max_steps=2, learning_rate=1e-3, max_length=16,
         logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True,
-        dataloader_pin_memory=False, **config)
+        **config)
     trainer = trl.SFTTrainer(model=model, args=args, processing_class=tokenizer,
                              train_dataset=datasets.Dataset.from_dict({"text": TEXTS}),
                              peft_config=peft_config)

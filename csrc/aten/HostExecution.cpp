@@ -21,9 +21,13 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <array>
+#include <cstdint>
 #include <mutex>
+#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -46,20 +50,34 @@
 namespace torch_neuron {
 namespace {
 
+bool is_generator(const c10::Argument& argument) {
+  c10::TypePtr type = argument.type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
 struct OpInfo {
   std::string name;       // "aten::add.Tensor"
   std::string base_name;  // "add"
   OpClass op_class;
   OpCounter* counter;
+  std::vector<size_t> generator_arguments;  // positions of Generator? arguments in the schema
 };
 
 // Name, class and counter per operator, computed once (schemas live as long as the process).
-// Each thread keeps its own lookup table, so the common case takes no lock.
+// Each thread remembers the operators it ran in a direct-mapped table (no lock, no hashing
+// division), so the common case is one comparison; a miss looks in the shared table.
 const OpInfo& info_for(const c10::OperatorHandle& op) {
   const auto* schema = &op.schema();
-  thread_local std::unordered_map<const c10::FunctionSchema*, const OpInfo*> local;
-  auto hit = local.find(schema);
-  if (hit != local.end()) return *hit->second;
+  struct Recent {
+    const c10::FunctionSchema* schema = nullptr;
+    const OpInfo* info = nullptr;
+  };
+  constexpr size_t kRecentSlots = 256;  // more than the distinct ops of a typical model
+  thread_local std::array<Recent, kRecentSlots> recent;
+  // Schemas are heap objects at least 16 bytes apart: the low bits carry no information.
+  Recent& slot = recent[(reinterpret_cast<uintptr_t>(schema) >> 4) % kRecentSlots];
+  if (slot.schema == schema) return *slot.info;
   static std::mutex mutex;
   static auto* shared = new std::unordered_map<const c10::FunctionSchema*, OpInfo>();
   std::lock_guard<std::mutex> lock(mutex);
@@ -70,9 +88,13 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
     if (!schema->overload_name().empty()) name += "." + schema->overload_name();
     std::string base_name = schema->name().substr(schema->name().find("::") + 2);
     OpCounter* counter = &op_counter(name);
-    it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter}).first;
+    std::vector<size_t> generators;
+    for (size_t i = 0; i < schema->arguments().size(); ++i) {
+      if (is_generator(schema->arguments()[i])) generators.push_back(i);
+    }
+    it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter, generators}).first;
   }
-  local.emplace(schema, &it->second);
+  slot = {schema, &it->second};
   return it->second;
 }
 
@@ -82,12 +104,6 @@ bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().type() ==
 bool accepts_cpu_tensors(const std::string& name) {
   return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0 ||
          name.rfind("aten::_unsafe_index", 0) == 0;
-}
-
-bool is_generator(const c10::Argument& argument) {
-  c10::TypePtr type = argument.type();
-  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
-  return type->kind() == c10::TypeKind::GeneratorType;
 }
 
 // A neuron tensor over `storage` shaped like `like`.
@@ -104,9 +120,22 @@ void adopt_storage(const at::Tensor& t, c10::DeviceIndex device) {
   storage->set_allocator(&device_allocator());
 }
 
+// A plain dense CPU tensor, as at::empty makes it outside inference mode, that only the caller
+// references (no Python object, no other owner): what a CPU kernel's new output usually is.
+bool is_fresh_cpu_tensor(const at::Tensor& t) {
+  static const c10::DispatchKeySet cpu_dense =
+      c10::DispatchKeySet(c10::DispatchKey::CPU) |
+      c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::CPUBit) |
+      c10::getAutocastRelatedKeySetFromBackend(c10::BackendComponent::CPUBit);
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return t.use_count() == 1 && t.weak_use_count() == 1 &&
+         typeid(*impl) == typeid(c10::TensorImpl) && impl->key_set() == cpu_dense &&
+         impl->pyobj_slot()->load_pyobj() == nullptr && !impl->is_wrapped_number();
+}
+
 // What the host run needs to put things back.
 struct Converted {
-  at::Tensor original;  // the neuron tensor
+  size_t input;         // the neuron tensor's position in HostRun::inputs_
   at::Tensor view;      // its CPU view, or a float32 copy of a float64 tensor (narrowed)
   bool narrowed;
   bool written;         // the schema marks the argument as written (in-place, out=)
@@ -122,6 +151,17 @@ class HostRun {
         stack_(stack),
         begin_(stack.size() - schema.arguments().size()),
         narrow_float64_(narrow_float64) {}
+
+  // The views are done with once the op has run (Note [Recycled host views]).
+  ~HostRun() {
+    for (auto& c : converted_) {
+      if (!c.narrowed && c.view.storage().unsafeGetStorageImpl() == c.alias) {
+        recycle_host_view(std::move(c.view));
+      }
+    }
+  }
+  HostRun(const HostRun&) = delete;
+  HostRun& operator=(const HostRun&) = delete;
 
   // Step 1: device checks and conversion of the arguments. Returns the op's device.
   c10::DeviceIndex convert_arguments() {
@@ -147,14 +187,13 @@ class HostRun {
       } else if (value.isDevice() && value.toDevice().type() == kNeuron) {
         note_device(value.toDevice());
         value = c10::Device(c10::kCPU);
-      } else if (is_generator(schema_.arguments()[i - begin_])) {
-        generators_.push_back(i);
       }
     }
     if (device_ < 0) device_ = current_device();
     // Random ops draw from the neuron generator they were given, or else from the device's
     // default one (which torch.neuron.manual_seed seeds), never from the CPU's.
-    for (size_t i : generators_) {
+    for (size_t argument : info_.generator_arguments) {
+      const size_t i = begin_ + argument;
       std::optional<at::Generator> gen;
       if (stack_[i].isGenerator()) gen = stack_[i].toGenerator();
       stack_[i] = host_generator_for(gen, device_);
@@ -187,7 +226,7 @@ class HostRun {
   bool saw_complex() const { return saw_complex_; }
   // Complex dtypes other than complex64, which Trainium cannot decompose into float32 pairs.
   bool saw_undecomposable_complex() const { return saw_undecomposable_complex_; }
-  const std::vector<at::Tensor>& inputs() const { return inputs_; }
+  c10::ArrayRef<at::Tensor> inputs() const { return inputs_; }
 
  private:
   void note_device(const c10::Device& device) {
@@ -211,15 +250,18 @@ class HostRun {
     saw_complex_ = saw_complex_ || t.is_complex();
     saw_undecomposable_complex_ =
         saw_undecomposable_complex_ || (t.is_complex() && t.scalar_type() != at::kComplexFloat);
-    for (const auto& c : converted_) {
-      if (c.original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.view;
+    for (auto& c : converted_) {
+      if (original(c).unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        c.written = c.written || written_;  // add(a, b, out=a): a is written
+        return c.view;
+      }
     }
     const bool narrow = narrow_float64_ && t.scalar_type() == at::kDouble;
     at::Tensor view = host_view(t, /*resizable=*/true);
     for (const auto& c : converted_) {
       // Tensors sharing a neuron storage share one CPU alias of it, so that the kernel sees
       // their overlap and handles or refuses it as on the CPU.
-      if (!narrow && !c.narrowed && c.original.storage().is_alias_of(t.storage())) {
+      if (!narrow && !c.narrowed && original(c).storage().is_alias_of(t.storage())) {
         view.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
         break;
       }
@@ -229,27 +271,29 @@ class HostRun {
       view = view.to(at::kFloat);
       narrowed_any_ = true;
     }
-    converted_.push_back({t, view, narrow, written_});
-    converted_.back().alias = view.storage().unsafeGetStorageImpl();
-    inputs_.push_back(t);
     // An out= argument is only written: its bytes count once, as an output.
     if (!out_argument_) input_bytes_ += t.nbytes();
+    c10::StorageImpl* alias = view.storage().unsafeGetStorageImpl();
+    converted_.push_back({inputs_.size(), view, narrow, written_, alias});
+    inputs_.push_back(t);
     return view;
   }
 
   // Arguments the kernel resized, restrided or re-pointed: carry that over to the originals.
+  // Only arguments the schema marks as written can have changed (the contract that
+  // functionalization relies on too), so the others are not compared.
   void sync_mutated_arguments() {
     for (auto& c : converted_) {
+      if (!c.written) continue;
       if (c.narrowed) {
         // The kernel wrote a float32 copy: cast the result back into the float64 tensor.
-        if (c.written) {
-          if (c.view.sizes() != c.original.sizes()) c.original.resize_(c.view.sizes());
-          host_view(c.original).copy_(c.view);
-        }
+        if (c.view.sizes() != original(c).sizes()) original(c).resize_(c.view.sizes());
+        host_view(original(c)).copy_(c.view);
         continue;
       }
       auto* view_storage = c.view.storage().unsafeGetStorageImpl();
-      auto* orig_storage = c.original.storage().unsafeGetStorageImpl();
+      const at::Tensor& orig = original(c);
+      auto* orig_storage = orig.storage().unsafeGetStorageImpl();
       if (view_storage->data() != orig_storage->data() ||
           view_storage->nbytes() != orig_storage->nbytes()) {
         if (view_storage == c.alias) {
@@ -266,12 +310,12 @@ class HostRun {
         } else {
           // The kernel gave the argument another storage (set_): adopt it.
           adopt_storage(c.view, device_);
-          c.original.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
+          orig.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
         }
       }
-      if (c.view.sizes() != c.original.sizes() || c.view.strides() != c.original.strides() ||
-          c.view.storage_offset() != c.original.storage_offset()) {
-        c.original.unsafeGetTensorImpl()->set_sizes_and_strides(c.view.sizes(), c.view.strides(),
+      if (c.view.sizes() != orig.sizes() || c.view.strides() != orig.strides() ||
+          c.view.storage_offset() != orig.storage_offset()) {
+        orig.unsafeGetTensorImpl()->set_sizes_and_strides(c.view.sizes(), c.view.strides(),
                                                                 c.view.storage_offset());
       }
     }
@@ -281,12 +325,12 @@ class HostRun {
     if (!t.defined() || on_neuron(t)) return t;
     // Returned argument (in-place and out= ops) or a view of one.
     for (const auto& c : converted_) {
-      if (c.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.original;
+      if (c.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return original(c);
     }
     for (const auto& c : converted_) {
       if (!c.narrowed &&
           t.storage().unsafeGetStorageImpl() == c.view.storage().unsafeGetStorageImpl()) {
-        return wrap(c.original.storage(), t);
+        return wrap(original(c).storage(), t);
       }
     }
     if (narrowed_any_ && t.scalar_type() == at::kFloat) {
@@ -300,6 +344,8 @@ class HostRun {
     return adopt_host_result(t, device_);
   }
 
+  const at::Tensor& original(const Converted& c) const { return inputs_[c.input]; }
+
   const OpInfo& info_;
   const c10::FunctionSchema& schema_;
   torch::jit::Stack& stack_;
@@ -311,9 +357,9 @@ class HostRun {
   bool saw_complex_ = false;
   bool saw_undecomposable_complex_ = false;
   c10::DeviceIndex device_ = -1;
-  std::vector<Converted> converted_;
-  std::vector<size_t> generators_;  // stack positions of Generator? arguments
-  std::vector<at::Tensor> inputs_;
+  // Small vectors: most ops have a few tensor arguments, and this runs for every op.
+  c10::SmallVector<Converted, 4> converted_;
+  c10::SmallVector<at::Tensor, 4> inputs_;
   uint64_t input_bytes_ = 0;
 };
 
@@ -382,6 +428,14 @@ at::Tensor adopt_host_result(const at::Tensor& t, c10::DeviceIndex device) {
   }
   if (NeuronDeviceAllocator::owns(t.storage().data_ptr())) {
     adopt_storage(t, device);
+    if (is_fresh_cpu_tensor(t)) {
+      // Nobody else sees the kernel's output: it becomes the neuron tensor itself, which saves
+      // building and freeing a TensorImpl per op.
+      auto* impl = t.unsafeGetTensorImpl();
+      impl->set_storage_keep_dtype(t.storage());  // the device follows the adopted storage
+      impl->_change_backend_component_keys(c10::Device(kNeuron, device));
+      return t;
+    }
     return wrap(t.storage(), t);
   }
   // Memory the kernel did not get from the CPU allocator (a cached constant): copy it over.

@@ -1,23 +1,100 @@
 #include "aten/HostView.h"
 
+#include <c10/core/InferenceMode.h>
 #include <c10/core/StorageImpl.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 
+#include <typeinfo>
+#include <vector>
+
+#include "runtime/AllocateOnDevice.h"
 #include "runtime/Runtime.h"
 
 namespace torch_neuron {
+namespace {
+
+// Note [Recycled host views]: host execution makes a CPU view (a TensorImpl over a StorageImpl
+// that does not own its bytes) of every tensor argument of every op, and drops it when the op
+// returns. For small ops building and freeing them is a good part of the backend's overhead,
+// so views that nothing else holds on to are kept per thread and re-dressed for the next op.
+// A view is kept only when re-dressing makes it indistinguishable from a new one.
+constexpr size_t kMaxSpareViews = 16;
+thread_local std::vector<at::Tensor> spare_views;
+
+// A non-owning CPU DataPtr over the bytes of `storage` (the neuron storage owns them).
+c10::DataPtr alias_data(const c10::Storage& storage) {
+  return c10::DataPtr(storage.unsafeGetStorageImpl()->mutable_data(), c10::kCPU);
+}
+
+c10::Allocator* alias_allocator(bool resizable) {
+  return resizable ? redirecting_cpu_allocator() : nullptr;
+}
+
+// A spare view re-dressed as a view of `tensor`, or an undefined tensor when there is none.
+at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
+  // A view made in another inference mode has other dispatch keys than a new one would.
+  while (!spare_views.empty()) {
+    at::Tensor view = std::move(spare_views.back());
+    spare_views.pop_back();
+    auto* impl = view.unsafeGetTensorImpl();
+    if (impl->is_inference() != c10::InferenceMode::is_enabled()) continue;
+    const c10::Storage& storage = tensor.storage();
+    c10::StorageImpl* alias = impl->storage().unsafeGetStorageImpl();
+    alias->set_data_ptr_noswap(alias_data(storage));
+    alias->set_nbytes(storage.nbytes());
+    alias->set_allocator(alias_allocator(resizable));
+    alias->set_resizable(resizable);
+    if (impl->dtype() != tensor.dtype()) impl->set_storage_and_dtype(impl->storage(), tensor.dtype());
+    // Same shape as last time (an op repeated in a loop): nothing to recompute.
+    if (view.sizes() != tensor.sizes() || view.strides() != tensor.strides()) {
+      impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+    } else if (view.storage_offset() != tensor.storage_offset()) {
+      impl->set_storage_offset(tensor.storage_offset());
+    }
+    view._set_conj(tensor.is_conj());
+    view._set_neg(tensor.is_neg());
+    return view;
+  }
+  return at::Tensor();
+}
+
+}  // namespace
 
 at::Tensor host_view(const at::Tensor& tensor, bool resizable) {
   if (!tensor.defined() || tensor.device().type() != kNeuron) return tensor;
+  at::Tensor view = reuse_spare_view(tensor, resizable);
+  if (view.defined()) return view;
   const c10::Storage& storage = tensor.storage();
-  // A non-owning CPU DataPtr over the same bytes (no deleter: the neuron storage owns them).
-  c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                     c10::DataPtr(storage.unsafeGetStorageImpl()->mutable_data(), c10::kCPU),
-                     resizable ? c10::GetCPUAllocator() : nullptr, resizable);
+  c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(), alias_data(storage),
+                     alias_allocator(resizable), resizable);
   // Lazy conjugation and negation are part of the value (ops that understand them, like mm and
   // copy_, receive them unresolved), so the view keeps them.
   return tensor_like(std::move(alias), c10::DispatchKey::CPU, tensor);
+}
+
+void recycle_host_view(at::Tensor view) {
+  if (spare_views.size() >= kMaxSpareViews || !view.defined()) return;
+  const c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  const c10::StorageImpl* alias = impl->storage().unsafeGetStorageImpl();
+  if (alias == nullptr) return;
+  // Only this reference to the view and to its storage; nothing a kernel could have attached
+  // (autograd metadata, a Python object, a copy-on-write or owning DataPtr, a materializer).
+  // The storage's counts are read through the view's own reference, borrowed without touching
+  // the counts (reclaim, then release).
+  auto alias_ref = c10::intrusive_ptr<c10::StorageImpl>::reclaim(
+      const_cast<c10::StorageImpl*>(alias));
+  const bool alias_unshared = alias_ref.use_count() == 1 && alias_ref.weak_use_count() == 1;
+  alias_ref.release();
+  const bool unshared =
+      view.use_count() == 1 && view.weak_use_count() == 1 && alias_unshared;
+  if (!unshared || typeid(*impl) != typeid(c10::TensorImpl) || !view.is_cpu() ||
+      impl->autograd_meta() != nullptr || impl->pyobj_slot()->load_pyobj() != nullptr ||
+      alias->pyobj_slot()->load_pyobj() != nullptr || alias->data_ptr().get_context() != nullptr ||
+      alias->has_materializer() || impl->is_wrapped_number() ||
+      !impl->allow_tensor_metadata_change() || impl->has_symbolic_sizes_strides()) {
+    return;
+  }
+  spare_views.push_back(std::move(view));
 }
 
 at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {

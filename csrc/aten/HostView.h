@@ -12,6 +12,11 @@ namespace torch_neuron {
 // allocator (which allocates in HBM inside an AllocateOnDevice scope, Note [Host execution]).
 at::Tensor host_view(const at::Tensor& tensor, bool resizable = false);
 
+// Hands a view made by host_view back once the caller is done with it, so that a later
+// host_view on this thread can reuse it (Note [Recycled host views]). Views that something
+// else still references or that a kernel changed beyond what host_view resets are dropped.
+void recycle_host_view(at::Tensor view);
+
 // A tensor for dispatch key `key` (CPU or PrivateUse1) over `storage`, with `like`'s dtype,
 // sizes, strides, storage offset and lazy conj/neg bits: the one way tensors are re-dressed
 // between neuron and host views.

@@ -5,23 +5,25 @@
 namespace torch_neuron {
 namespace {
 
-// The largest tensor among the outputs, the tensor that sizes most ops' work.
-at::Tensor largest_output(c10::ArrayRef<c10::IValue> outputs) {
-  at::Tensor best;
+// The largest tensor among the outputs, the tensor that sizes most ops' work; nullptr when there
+// is none. Points into `outputs` (no reference counting: this runs for every op).
+const at::Tensor* largest_output(c10::ArrayRef<c10::IValue> outputs) {
+  const at::Tensor* best = nullptr;
+  auto consider = [&best](const c10::IValue& v) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined() && (best == nullptr || t.numel() > best->numel())) best = &t;
+  };
   for (const auto& v : outputs) {
     if (v.isTensor()) {
-      const auto& t = v.toTensor();
-      if (t.defined() && (!best.defined() || t.numel() > best.numel())) best = t;
+      consider(v);
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        if (t.defined() && (!best.defined() || t.numel() > best.numel())) best = t;
-      }
+      for (const auto& element : v.toListRef()) consider(element);
     }
   }
   return best;
 }
 
-int64_t max_numel(const std::vector<at::Tensor>& tensors) {
+int64_t max_numel(c10::ArrayRef<at::Tensor> tensors) {
   int64_t n = 0;
   for (const auto& t : tensors) n = std::max<int64_t>(n, t.numel());
   return n;
@@ -30,7 +32,7 @@ int64_t max_numel(const std::vector<at::Tensor>& tensors) {
 // Matmul-like ops: output [..., M, N]; K is the contracted size of the first matrix operand,
 // which is input 0 for mm/bmm/mv/dot and input 1 (after the bias) for the add* forms.
 trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& name,
-                      const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                      c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out,
                       uint64_t bytes) {
   const bool has_bias = name.find("::add") != std::string::npos ||
                         name.find("::_addmm") != std::string::npos;
@@ -53,7 +55,7 @@ trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& n
 // contracted over input channels per group x kernel size. Backward (grad input and grad weight)
 // does about twice the forward work, sized by the incoming gradient.
 trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::string& name,
-                           const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                           c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out,
                            uint64_t bytes) {
   const bool backward = name.find("backward") != std::string::npos;
   // The weight comes after the activation in every convolution signature; a bias is 1-D.
@@ -75,7 +77,7 @@ trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::stri
 
 }  // namespace
 
-std::string describe_tensors(const std::vector<at::Tensor>& tensors) {
+std::string describe_tensors(c10::ArrayRef<at::Tensor> tensors) {
   std::string out;
   for (const auto& t : tensors) {
     if (!t.defined()) continue;
@@ -111,9 +113,11 @@ trnsim::Precision matmul_precision(c10::ScalarType dtype) {
 }
 
 trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
-                             const std::string& name, const std::vector<at::Tensor>& inputs,
+                             const std::string& name, c10::ArrayRef<at::Tensor> inputs,
                              c10::ArrayRef<c10::IValue> outputs, uint64_t bytes) {
-  const at::Tensor out = largest_output(outputs);
+  static const at::Tensor none;
+  const at::Tensor* largest = largest_output(outputs);
+  const at::Tensor& out = largest != nullptr ? *largest : none;
   int64_t elements = std::max<int64_t>(out.defined() ? out.numel() : 0, max_numel(inputs));
   if (name.find("_foreach_") != std::string::npos) {
     // One launch over whole tensor lists: the engines process every element of every list.

@@ -16,11 +16,11 @@
 namespace torch_neuron {
 
 trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
-                             const std::string& name, const std::vector<at::Tensor>& inputs,
+                             const std::string& name, c10::ArrayRef<at::Tensor> inputs,
                              c10::ArrayRef<c10::IValue> outputs, uint64_t bytes);
 
 // "f32[8,8], bf16[8]": operand shapes for trace records (built only while tracing).
-std::string describe_tensors(const std::vector<at::Tensor>& tensors);
+std::string describe_tensors(c10::ArrayRef<at::Tensor> tensors);
 
 // A transfer (copy or CPU-fallback round trip) as a cost: the DMA engines busy for
 // `duration_ns`. Launch it with that explicit duration (it has no launch overhead).

@@ -46,12 +46,15 @@ struct InstallRedirect {
   InstallRedirect() {
     RedirectingCpuAllocator::host_allocator = c10::GetAllocator(c10::DeviceType::CPU);
     // Never destroyed: CPU memory is freed until the very end of the process.
-    static auto* redirect = new RedirectingCpuAllocator(RedirectingCpuAllocator::host_allocator);
+    redirect = new RedirectingCpuAllocator(RedirectingCpuAllocator::host_allocator);
     c10::SetAllocator(c10::DeviceType::CPU, redirect, /*priority=*/1);
   }
+  c10::Allocator* redirect;
 } install_redirect;
 
 }  // namespace
+
+c10::Allocator* redirecting_cpu_allocator() { return install_redirect.redirect; }
 
 AllocateOnDevice::AllocateOnDevice(c10::DeviceIndex device) : previous_(tls_target_device) {
   tls_target_device = device;

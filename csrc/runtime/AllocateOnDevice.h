@@ -8,6 +8,7 @@
 // thread outside the scope, get ordinary host memory.
 #pragma once
 
+#include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 
 namespace torch_neuron {
@@ -22,5 +23,9 @@ class AllocateOnDevice {
  private:
   c10::DeviceIndex previous_;
 };
+
+// The CPU allocator torch_neuron installs at load time (the one the scope above redirects).
+// Host views that a CPU kernel may resize grow through it.
+c10::Allocator* redirecting_cpu_allocator();
 
 }  // namespace torch_neuron

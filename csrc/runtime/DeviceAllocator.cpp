@@ -27,6 +27,12 @@ constexpr size_t kSmallSize = 1 << 20;
 // A cached block is reused for a request when it wastes at most a quarter of itself.
 constexpr size_t kMaxWasteDivisor = 4;
 
+struct Block;
+// Node handles of the two containers a block moves between. A block keeps the node it is not
+// currently linked by, so caching and reusing a block allocates nothing (Note [Allocator hot path]).
+using FreeBlocks = std::multimap<size_t, Block*>;  // cached blocks by size
+using LiveBlocks = std::unordered_map<void*, Block*>;  // blocks in use by data pointer
+
 struct Block {
   c10::DeviceIndex device;
   void* ptr;
@@ -35,6 +41,8 @@ struct Block {
   c10::StreamId stream;
   std::vector<c10::StreamId> other_streams;  // from record_stream
   double ready_ns = 0;                       // simulated time its last use finishes
+  FreeBlocks::node_type free_node;           // set while the block is live
+  LiveBlocks::node_type live_node;           // set while the block is cached
 };
 
 void update(StatArray& stats, size_t size, int64_t delta) {
@@ -45,10 +53,9 @@ void update(StatArray& stats, size_t size, int64_t delta) {
   }
 }
 
-// Everything the allocator keeps for one device, under one mutex.
+// Everything the allocator keeps for one device. Guarded by the allocator's mutex.
 struct DeviceCache {
-  std::mutex mutex;
-  std::multimap<size_t, Block*> free_blocks;  // by size
+  FreeBlocks free_blocks;
   DeviceStats stats;
 
   void account_reserve(Block* b, int64_t sign) {
@@ -63,7 +70,7 @@ struct DeviceCache {
     update(stats.active, b->size, sign);
   }
 
-  // Gives every cached block back to HBM. Caller holds the mutex.
+  // Gives every cached block back to HBM.
   void release_cached(trnsim::Hbm& hbm) {
     for (auto& [size, block] : free_blocks) {
       hbm.release(block->ptr);
@@ -75,19 +82,32 @@ struct DeviceCache {
   }
 };
 
+// Note [Allocator hot path]: every host-executed op allocates its outputs here and frees the
+// previous ones, so the common path is kept short: one mutex for the whole allocator (the
+// per-device caches and the live-block map), taken once per allocation and once per free, and
+// no heap allocation once a block is cached (its container nodes are kept in the block).
+// DataPtrs carry the data pointer as their context (not the Block), so that
+// c10::Allocator::raw_allocate/raw_deleter work: CPU kernels running on device memory
+// (Note [Host execution]) may use them; the live map finds the block again.
+struct AllocatorState {
+  std::mutex mutex;
+  std::vector<DeviceCache> caches;  // one per visible device
+  LiveBlocks live;
+};
+
 // Deliberately never destroyed: tensors freed during interpreter shutdown still return here.
-std::vector<std::unique_ptr<DeviceCache>>& caches() {
-  static auto* all = [] {
-    auto* v = new std::vector<std::unique_ptr<DeviceCache>>();
-    for (int i = 0; i < device_count_or_zero(); ++i) v->push_back(std::make_unique<DeviceCache>());
-    return v;
+AllocatorState& state() {
+  static auto* s = [] {
+    auto* st = new AllocatorState();
+    st->caches = std::vector<DeviceCache>(device_count_or_zero());
+    return st;
   }();
-  return *all;
+  return *s;
 }
 
 DeviceCache& cache_of(c10::DeviceIndex index) {
   check_device_index(index);
-  return *caches().at(index);
+  return state().caches.at(index);
 }
 
 size_t round_size(size_t n) {
@@ -100,45 +120,31 @@ double stream_clock(c10::DeviceIndex device, c10::StreamId id) {
   return system().device(device).queue(static_cast<int>(id)).now_ns();
 }
 
-// Live blocks by data pointer. DataPtrs carry the data pointer as their context (not the Block),
-// so that c10::Allocator::raw_allocate/raw_deleter work: CPU kernels running on device memory
-// (Note [Host execution]) may use them.
-struct LiveBlocks {
-  std::mutex mutex;
-  std::unordered_map<void*, Block*> by_ptr;
-};
-
-LiveBlocks& live_blocks() {
-  static auto* live = new LiveBlocks();  // never destroyed, like caches()
-  return *live;
-}
-
-Block* find_live(void* ptr) {
-  std::lock_guard<std::mutex> lock(live_blocks().mutex);
-  auto it = live_blocks().by_ptr.find(ptr);
-  return it == live_blocks().by_ptr.end() ? nullptr : it->second;
-}
-
-void free_block(void* ptr) {
+// Caches `ptr`'s block if it is the start of a live block; false when it is not ours.
+bool release(void* ptr) {
   // In a forked child the block belongs to the parent's allocator: leave it alone.
-  if (ptr == nullptr || in_bad_fork()) return;
-  Block* block = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(live_blocks().mutex);
-    auto it = live_blocks().by_ptr.find(ptr);
-    if (it == live_blocks().by_ptr.end()) return;  // not ours; a deleter must not throw
-    block = it->second;
-    live_blocks().by_ptr.erase(it);
-  }
+  if (ptr == nullptr || in_bad_fork()) return false;
+  auto& st = state();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  auto it = st.live.find(ptr);
+  if (it == st.live.end()) return false;  // not ours; a deleter must not throw
+  Block* block = it->second;
+  block->live_node = st.live.extract(it);
   // Remember when the streams that used the block finish with it (Note [Caching HBM allocator]).
   double ready = stream_clock(block->device, block->stream);
   for (auto id : block->other_streams) ready = std::max(ready, stream_clock(block->device, id));
   block->ready_ns = ready;
-  auto& cache = *caches()[block->device];
-  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto& cache = st.caches[block->device];
   cache.account_use(block, -1);
-  cache.free_blocks.emplace(block->size, block);
+  if (block->free_node.empty()) {
+    cache.free_blocks.emplace(block->size, block);  // first time cached
+  } else {
+    cache.free_blocks.insert(std::move(block->free_node));
+  }
+  return true;
 }
+
+void free_block(void* ptr) { release(ptr); }
 
 [[noreturn]] void raise_oom(c10::DeviceIndex index, size_t requested, DeviceCache& cache,
                             trnsim::Hbm& hbm) {
@@ -170,17 +176,18 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
 
 c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device dev(kNeuron, index);
-  auto& cache = cache_of(index);
+  const c10::Stream stream = current_stream(index);  // checks the device index
   if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
   const size_t size = round_size(nbytes);
-  const c10::Stream stream = current_stream(index);
+  auto& st = state();
+  auto& cache = st.caches[index];
   Block* block = nullptr;
   {
-    std::lock_guard<std::mutex> lock(cache.mutex);
+    std::lock_guard<std::mutex> lock(st.mutex);
     auto it = cache.free_blocks.lower_bound(size);
     if (it != cache.free_blocks.end() && it->first - size <= it->first / kMaxWasteDivisor) {
       block = it->second;
-      cache.free_blocks.erase(it);
+      block->free_node = cache.free_blocks.extract(it);
     } else {
       auto& hbm = device(index).hbm();
       void* ptr = nullptr;
@@ -196,34 +203,31 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
           raise_oom(index, nbytes, cache, hbm);
         }
       }
-      block = new Block{index, ptr, size, 0, stream.id(), {}, 0};
+      block = new Block{index, ptr, size, 0, stream.id(), {}, 0, {}, {}};
       cache.account_reserve(block, +1);
       ++cache.stats.num_device_alloc;
     }
     block->requested = nbytes;
     cache.account_use(block, +1);
+    if (block->live_node.empty()) {
+      st.live.emplace(block->ptr, block);  // a new block
+    } else {
+      st.live.insert(std::move(block->live_node));
+    }
   }
   // Reuse across streams waits for the previous users on the simulated clock (on the same
-  // stream, order already guarantees it).
+  // stream, order already guarantees it). Nobody else can reach the block until we return it.
   if (block->stream != stream.id() || !block->other_streams.empty()) {
     queue_of(stream).wait_until(block->ready_ns);
   }
   block->stream = stream.id();
   block->other_streams.clear();
-  {
-    std::lock_guard<std::mutex> lock(live_blocks().mutex);
-    live_blocks().by_ptr[block->ptr] = block;
-  }
   return {block->ptr, block->ptr, &free_block, dev};
 }
 
 c10::DeleterFnPtr NeuronDeviceAllocator::raw_deleter() const { return &free_block; }
 
-bool NeuronDeviceAllocator::release_if_owned(void* ptr) {
-  if (ptr == nullptr || find_live(ptr) == nullptr) return false;
-  free_block(ptr);
-  return true;
-}
+bool NeuronDeviceAllocator::release_if_owned(void* ptr) { return release(ptr); }
 
 bool NeuronDeviceAllocator::owns(const c10::DataPtr& ptr) {
   return ptr.get_deleter() == &free_block;
@@ -235,38 +239,39 @@ void NeuronDeviceAllocator::copy_data(void* dest, const void* src, std::size_t c
 }
 
 void NeuronDeviceAllocator::emptyCache(c10::MempoolId_t) {
-  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(caches().size()); ++i) {
+  auto& st = state();
+  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(st.caches.size()); ++i) {
     auto& d = device(i);
     if (!d.hbm_reserved()) continue;
-    auto& cache = *caches()[i];
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    cache.release_cached(d.hbm());
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.caches[i].release_cached(d.hbm());
   }
 }
 
 void NeuronDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (ptr.get_deleter() != &free_block || ptr.get() == nullptr) return;
-  Block* block = find_live(ptr.get());
-  if (block == nullptr) return;
+  auto& st = state();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  auto it = st.live.find(ptr.get());
+  if (it == st.live.end()) return;
+  Block* block = it->second;
   TORCH_CHECK(stream.device_type() == kNeuron && stream.device_index() == block->device,
               "record_stream: the stream is on ", stream.device(),
               " but the tensor is on neuron:", static_cast<int>(block->device));
   if (stream.id() == block->stream) return;
-  auto& cache = *caches()[block->device];
-  std::lock_guard<std::mutex> lock(cache.mutex);
   block->other_streams.push_back(stream.id());
 }
 
 c10::CachingDeviceAllocator::DeviceStats NeuronDeviceAllocator::getDeviceStats(
     c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
-  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::lock_guard<std::mutex> lock(state().mutex);
   return cache.stats;
 }
 
 void NeuronDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
-  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::lock_guard<std::mutex> lock(state().mutex);
   auto& s = cache.stats;
   for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
                       &s.active_bytes, &s.requested_bytes}) {
@@ -277,7 +282,7 @@ void NeuronDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex index) {
 
 void NeuronDeviceAllocator::resetPeakStats(c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
-  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::lock_guard<std::mutex> lock(state().mutex);
   auto& s = cache.stats;
   for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
                       &s.active_bytes, &s.requested_bytes}) {

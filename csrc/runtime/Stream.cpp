@@ -10,12 +10,19 @@
 namespace torch_neuron {
 namespace {
 
-// Per-thread current stream id of each device; grown on demand.
-thread_local std::vector<c10::StreamId> tls_current_ids;
+// This thread's current stream of a device, and its queue once looked up: every op launches on
+// the current queue, so the lookup (device and id checks) is done once per stream change.
+struct CurrentStream {
+  c10::StreamId id = 0;
+  trnsim::Queue* queue = nullptr;
+};
 
-c10::StreamId& current_id_slot(c10::DeviceIndex index) {
-  if (tls_current_ids.size() <= static_cast<size_t>(index)) tls_current_ids.resize(index + 1, 0);
-  return tls_current_ids[index];
+// Per device; grown on demand. A slot exists only for a device index that was checked.
+thread_local std::vector<CurrentStream> tls_current;
+
+CurrentStream& current_slot(c10::DeviceIndex index) {
+  if (tls_current.size() <= static_cast<size_t>(index)) tls_current.resize(index + 1);
+  return tls_current[index];
 }
 
 }  // namespace
@@ -28,13 +35,17 @@ c10::Stream default_stream(c10::DeviceIndex index) {
 
 c10::Stream current_stream(c10::DeviceIndex index) {
   index = resolve_device(index);
+  // A slot exists only for a checked index (asked for every allocation: keep it short).
+  if (static_cast<size_t>(index) < tls_current.size()) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), tls_current[index].id);
+  }
   check_device_index(index);
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), current_id_slot(index));
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), current_slot(index).id);
 }
 
 void set_current_stream(const c10::Stream& stream) {
-  queue_of(stream);  // validates device and id
-  current_id_slot(stream.device_index()) = stream.id();
+  trnsim::Queue& queue = queue_of(stream);  // validates device and id
+  current_slot(stream.device_index()) = {stream.id(), &queue};
 }
 
 c10::Stream stream_from_pool(c10::DeviceIndex index) {
@@ -53,6 +64,15 @@ trnsim::Queue& queue_of(const c10::Stream& stream) {
   return device(stream.device_index()).queue(static_cast<int>(stream.id()));
 }
 
-trnsim::Queue& current_queue(c10::DeviceIndex index) { return queue_of(current_stream(index)); }
+trnsim::Queue& current_queue(c10::DeviceIndex index) {
+  index = resolve_device(index);
+  // A forked child must still get device()'s error, so the cached queue is not used there.
+  if (static_cast<size_t>(index) < tls_current.size() && !in_bad_fork()) {
+    if (trnsim::Queue* queue = tls_current[index].queue) return *queue;
+  }
+  trnsim::Queue& queue = queue_of(current_stream(index));
+  current_slot(index).queue = &queue;
+  return queue;
+}
 
 }  // namespace torch_neuron

@@ -14,10 +14,7 @@ std::atomic<bool> global_tracing{false};
 void set_tracing_enabled(bool on) { global_tracing = on; }
 bool tracing_enabled() { return global_tracing; }
 
-double Queue::now_ns() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return clock_ns_;
-}
+double Queue::now_ns() const { return clock_ns_.load(std::memory_order_acquire); }
 
 double Queue::launch(const std::string& name, double duration_ns) {
   return launch(name, OpCost{}, duration_ns, {});
@@ -31,18 +28,20 @@ double Queue::launch(const std::string& name, const OpCost& cost, double duratio
                      std::string detail) {
   if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
   std::lock_guard<std::mutex> lock(mutex_);
-  const double start = clock_ns_;
-  clock_ns_ += duration_ns;
+  const double start = clock_ns_.load(std::memory_order_relaxed);
+  const double end = start + duration_ns;
+  clock_ns_.store(end, std::memory_order_release);
   if (tracing_ || global_tracing) {
     trace_.push_back({name, device_, id_, start, duration_ns, cost.engine_ns, cost.flops,
                       cost.bytes, std::move(detail)});
   }
-  return clock_ns_;
+  return end;
 }
 
 void Queue::wait_until(double t_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
-  clock_ns_ = std::max(clock_ns_, t_ns);
+  clock_ns_.store(std::max(clock_ns_.load(std::memory_order_relaxed), t_ns),
+                  std::memory_order_release);
 }
 
 void Queue::set_tracing(bool on) {

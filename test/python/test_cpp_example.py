@@ -12,19 +12,13 @@ import pytest
 import torch
 
 import torch_neuron
+from conftest import NEURON_ENV_VARS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cpp"
+
+
 # The example and the command line run on the default machine unless a test picks one.
-NEURON_ENV_VARS = (
-    "TORCH_NEURON_INSTANCE", "TORCH_NEURON_FALLBACK", "TORCH_NEURON_FLOAT64",
-    "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG",
-    "TORCH_NEURONX_COMPLEX_DECOMPOSE", "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
-    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
-    "TORCH_NEURONX_DEBUG_DIR",
-)
-
-
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items() if k not in NEURON_ENV_VARS}
     env.update(extra)

@@ -22,16 +22,25 @@ Float64Mode mode_from_env() {
 
 std::atomic<Float64Mode> mode{mode_from_env()};
 
-// TorchNeuron's switch: "0"/"false" turns complex decomposition off; unset or anything else
-// keeps TorchNeuron's default for PyTorch >= 2.13 (on). Read at load, as TorchNeuron reads it
-// at import.
+// TorchNeuron's switch, with the boolean spellings docs/environment.md lists (as
+// torch_neuron/compile_backend.py reads its variables). Unset or empty keeps TorchNeuron's
+// default for PyTorch >= 2.13 (on). Read when first needed, so that a bad value raises a Python
+// error instead of failing the library's load.
 bool complex_decompose_from_env() {
-  const char* value = std::getenv("TORCH_NEURONX_COMPLEX_DECOMPOSE");
-  if (value == nullptr) return true;
-  return !(std::strcmp(value, "0") == 0 || strcasecmp(value, "false") == 0);
+  const char* raw = std::getenv("TORCH_NEURONX_COMPLEX_DECOMPOSE");
+  if (raw == nullptr || *raw == '\0') return true;
+  for (const char* yes : {"1", "true", "yes"}) {
+    if (strcasecmp(raw, yes) == 0) return true;
+  }
+  for (const char* no : {"0", "false", "no"}) {
+    if (strcasecmp(raw, no) == 0) return false;
+  }
+  TORCH_CHECK(false, "TORCH_NEURONX_COMPLEX_DECOMPOSE='", raw,
+              "' is not a boolean; set it to 1 or 0 (or unset it)");
 }
 
-std::atomic<bool> decompose_complex{complex_decompose_from_env()};
+// -1: not read yet; then 0 or 1.
+std::atomic<int> decompose_complex{-1};
 std::atomic<bool> int64_warned{false};
 
 bool overflows_int32(const at::Tensor& t) {
@@ -45,8 +54,11 @@ bool overflows_int32(const at::Tensor& t) {
 
 Float64Mode float64_mode() { return mode; }
 void set_float64_mode(Float64Mode m) { mode = m; }
-bool complex_decompose() { return decompose_complex; }
-void set_complex_decompose(bool on) { decompose_complex = on; }
+bool complex_decompose() {
+  if (decompose_complex < 0) decompose_complex = complex_decompose_from_env() ? 1 : 0;
+  return decompose_complex == 1;
+}
+void set_complex_decompose(bool on) { decompose_complex = on ? 1 : 0; }
 
 void warn_float64_narrowing() {
   TORCH_WARN_ONCE(

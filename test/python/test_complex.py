@@ -90,7 +90,8 @@ def test_switching_decomposition_off_sends_complex_ops_to_the_cpu():
     assert torch_neuron.get_fallback_ops() == {}
 
 
-@pytest.mark.parametrize("value, decomposed", [("0", False), ("false", False), ("1", True)])
+@pytest.mark.parametrize("value, decomposed",
+                         [("0", False), ("false", False), ("no", False), ("1", True), ("", True)])
 def test_torchneuron_environment_variable(value, decomposed):
     out = run_python_json("""
         import json, torch, torch_neuron
@@ -100,3 +101,17 @@ def test_torchneuron_environment_variable(value, decomposed):
     """, env={"TORCH_NEURONX_COMPLEX_DECOMPOSE": value})
     assert out[0] is decomposed
     assert (out[1] == {}) is decomposed
+
+
+def test_a_bad_environment_value_names_the_variable():
+    out = run_python_json("""
+        import json, torch, torch_neuron
+        try:
+            torch.ones(2, dtype=torch.complex64, device="neuron") * 2
+            error = ""
+        except RuntimeError as e:
+            error = str(e).splitlines()[0]
+        print(json.dumps([error, (torch.ones(2, device="neuron") + 1).sum().item()]))
+    """, env={"TORCH_NEURONX_COMPLEX_DECOMPOSE": "maybe"})
+    assert "TORCH_NEURONX_COMPLEX_DECOMPOSE='maybe' is not a boolean" in out[0]
+    assert out[1] == 4.0  # the device stays usable

@@ -6,6 +6,7 @@
 
 import copy
 import json
+import os
 import sys
 import time
 import traceback
@@ -14,7 +15,7 @@ import warnings
 import torch
 import torch_neuron
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(__file__))
 from tiny_config import VOCAB, tiny_config  # noqa: E402
 
 NEW_TOKENS = 8

@@ -21,9 +21,9 @@ costs one architecture, not the sweep.
 """
 
 import argparse
-import selectors
 import json
 import pathlib
+import selectors
 import subprocess
 import sys
 import time

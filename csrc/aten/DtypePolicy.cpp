@@ -69,16 +69,17 @@ void warn_float64_narrowing() {
 }
 
 void warn_if_int64_overflows(const std::string& op_name, c10::ArrayRef<c10::IValue> outputs) {
-  if (int64_warned) return;
   for (const auto& v : outputs) {
-    if (v.isTensor() && overflows_int32(v.toTensor())) {
-      int64_warned = true;
-      TORCH_WARN("neuron: ", op_name, " produced an int64 value outside the int32 range. "
-                 "Trainium computes integers in 32 bits, so on hardware this value would "
-                 "overflow; here it is kept exact. (Warned once.)");
-      return;
-    }
+    if (v.isTensor()) warn_if_int64_overflows(op_name, v.toTensor());
   }
+}
+
+void warn_if_int64_overflows(const std::string& op_name, const at::Tensor& output) {
+  if (int64_warned || !overflows_int32(output)) return;
+  int64_warned = true;
+  TORCH_WARN("neuron: ", op_name, " produced an int64 value outside the int32 range. "
+             "Trainium computes integers in 32 bits, so on hardware this value would "
+             "overflow; here it is kept exact. (Warned once.)");
 }
 
 }  // namespace torch_neuron

@@ -35,5 +35,6 @@ void warn_float64_narrowing();
 
 // Warns (once per process) if an int64 tensor among `outputs` holds a value outside int32.
 void warn_if_int64_overflows(const std::string& op_name, c10::ArrayRef<c10::IValue> outputs);
+void warn_if_int64_overflows(const std::string& op_name, const at::Tensor& output);
 
 }  // namespace torch_neuron

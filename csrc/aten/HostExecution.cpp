@@ -26,6 +26,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <typeinfo>
 #include <unordered_map>
@@ -46,6 +47,7 @@
 #include "runtime/Generator.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 namespace {
@@ -74,9 +76,11 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
     const OpInfo* info = nullptr;
   };
   constexpr size_t kRecentSlots = 256;  // more than the distinct ops of a typical model
-  thread_local std::array<Recent, kRecentSlots> recent;
+  // On the heap: the library's thread_locals must stay small (Note [Per-op thread locals]).
+  TORCH_NEURON_THREAD_LOCAL std::unique_ptr<std::array<Recent, kRecentSlots>> recent;
+  if (recent == nullptr) recent = std::make_unique<std::array<Recent, kRecentSlots>>();
   // Schemas are heap objects at least 16 bytes apart: the low bits carry no information.
-  Recent& slot = recent[(reinterpret_cast<uintptr_t>(schema) >> 4) % kRecentSlots];
+  Recent& slot = (*recent)[(reinterpret_cast<uintptr_t>(schema) >> 4) % kRecentSlots];
   if (slot.schema == schema) return *slot.info;
   static std::mutex mutex;
   static auto* shared = new std::unordered_map<const c10::FunctionSchema*, OpInfo>();
@@ -481,6 +485,7 @@ void register_host_kernels() {
   std::call_once(once, [] {
     static auto* library = new torch::Library(torch::Library::IMPL, "aten",
                                               c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    register_unboxed_host_kernels(*library);
     auto& dispatcher = c10::Dispatcher::singleton();
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0) continue;

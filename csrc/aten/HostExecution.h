@@ -13,6 +13,9 @@
 namespace c10 {
 class OperatorHandle;
 }
+namespace torch {
+class Library;
+}
 
 namespace torch_neuron {
 
@@ -24,6 +27,12 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // (Note [Composite kernels on neuron]). Idempotent; runs when the first neuron tensor is
 // created, and from torch_neuron::init() and the Python package's import.
 void register_host_kernels();
+
+// Registers the typed kernels of the most frequent ops into `library` (Note [Unboxed host
+// execution] in UnboxedHostKernels.cpp). Called by register_host_kernels.
+void register_unboxed_host_kernels(torch::Library& library);
+// The ops that have a typed kernel ("aten::add.Tensor"), once registered.
+std::vector<std::string> unboxed_host_ops();
 
 // Turns a CPU tensor that a kernel produced inside AllocateOnDevice(device) into a neuron tensor:
 // without a copy when its memory is in that device's HBM (the usual case), by a copy otherwise.

@@ -4,11 +4,11 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 
-#include <typeinfo>
 #include <vector>
 
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/Runtime.h"
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 // so views that nothing else holds on to are kept per thread and re-dressed for the next op.
 // A view is kept only when re-dressing makes it indistinguishable from a new one.
 constexpr size_t kMaxSpareViews = 16;
-thread_local std::vector<at::Tensor> spare_views;
+TORCH_NEURON_THREAD_LOCAL std::vector<at::Tensor> spare_views;
 
 // A non-owning CPU DataPtr over the bytes of `storage` (the neuron storage owns them).
 c10::DataPtr alias_data(const c10::Storage& storage) {
@@ -40,10 +40,12 @@ at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
     if (impl->is_inference() != c10::InferenceMode::is_enabled()) continue;
     const c10::Storage& storage = tensor.storage();
     c10::StorageImpl* alias = impl->storage().unsafeGetStorageImpl();
-    alias->set_data_ptr_noswap(alias_data(storage));
-    alias->set_nbytes(storage.nbytes());
+    // The same tensor as last time (an op repeated in a loop) leaves most of this unchanged.
+    void* data = storage.unsafeGetStorageImpl()->mutable_data();
+    if (alias->data() != data) alias->set_data_ptr_noswap(c10::DataPtr(data, c10::kCPU));
+    if (alias->nbytes() != storage.nbytes()) alias->set_nbytes(storage.nbytes());
     alias->set_allocator(alias_allocator(resizable));
-    alias->set_resizable(resizable);
+    if (alias->resizable() != resizable) alias->set_resizable(resizable);
     if (impl->dtype() != tensor.dtype()) impl->set_storage_and_dtype(impl->storage(), tensor.dtype());
     // Same shape as last time (an op repeated in a loop): nothing to recompute.
     if (view.sizes() != tensor.sizes() || view.strides() != tensor.strides()) {
@@ -51,8 +53,8 @@ at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
     } else if (view.storage_offset() != tensor.storage_offset()) {
       impl->set_storage_offset(tensor.storage_offset());
     }
-    view._set_conj(tensor.is_conj());
-    view._set_neg(tensor.is_neg());
+    if (view.is_conj() != tensor.is_conj()) view._set_conj(tensor.is_conj());
+    if (view.is_neg() != tensor.is_neg()) view._set_neg(tensor.is_neg());
     return view;
   }
   return at::Tensor();
@@ -87,7 +89,8 @@ void recycle_host_view(at::Tensor view) {
   alias_ref.release();
   const bool unshared =
       view.use_count() == 1 && view.weak_use_count() == 1 && alias_unshared;
-  if (!unshared || typeid(*impl) != typeid(c10::TensorImpl) || !view.is_cpu() ||
+  // (The view is a plain TensorImpl: host_view made it, and a TensorImpl keeps its type.)
+  if (!unshared || !view.is_cpu() ||
       impl->autograd_meta() != nullptr || impl->pyobj_slot()->load_pyobj() != nullptr ||
       alias->pyobj_slot()->load_pyobj() != nullptr || alias->data_ptr().get_context() != nullptr ||
       alias->has_materializer() || impl->is_wrapped_number() ||

@@ -117,9 +117,15 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
                              c10::ArrayRef<c10::IValue> outputs, uint64_t bytes) {
   static const at::Tensor none;
   const at::Tensor* largest = largest_output(outputs);
-  const at::Tensor& out = largest != nullptr ? *largest : none;
+  return estimate_cost(instance, op_class, name, inputs, largest != nullptr ? *largest : none,
+                       bytes, name.compare(0, 15, "aten::_foreach_") == 0);
+}
+
+trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
+                             const std::string& name, c10::ArrayRef<at::Tensor> inputs,
+                             const at::Tensor& out, uint64_t bytes, bool foreach) {
   int64_t elements = std::max<int64_t>(out.defined() ? out.numel() : 0, max_numel(inputs));
-  if (name.find("_foreach_") != std::string::npos) {
+  if (foreach) {
     // One launch over whole tensor lists: the engines process every element of every list.
     elements = 0;
     for (const auto& t : inputs) elements += t.numel();

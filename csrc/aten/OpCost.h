@@ -18,6 +18,11 @@ namespace torch_neuron {
 trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
                              const std::string& name, c10::ArrayRef<at::Tensor> inputs,
                              c10::ArrayRef<c10::IValue> outputs, uint64_t bytes);
+// The same for an op whose work is sized by one output tensor (undefined when it has none);
+// `foreach`: a _foreach_ op, whose work is every element of its input lists.
+trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
+                             const std::string& name, c10::ArrayRef<at::Tensor> inputs,
+                             const at::Tensor& out, uint64_t bytes, bool foreach);
 
 // "f32[8,8], bf16[8]": operand shapes for trace records (built only while tracing).
 std::string describe_tensors(c10::ArrayRef<at::Tensor> tensors);

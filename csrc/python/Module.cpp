@@ -120,6 +120,7 @@ PYBIND11_MODULE(_C, m) {
               THPGenerator_initDefaultGenerator(default_generator(resolve_device(index))));
         }));
   m.def("_register_host_kernels", wrap_pybind_function(&register_host_kernels));
+  m.def("_unboxed_host_ops", wrap_pybind_function(&unboxed_host_ops));
   m.def("_set_float64_exact", wrap_pybind_function([](bool exact) {
           set_float64_mode(exact ? Float64Mode::Exact : Float64Mode::Narrow);
         }));

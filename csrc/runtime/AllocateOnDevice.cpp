@@ -4,11 +4,12 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "runtime/DeviceAllocator.h"
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 namespace {
 
-thread_local c10::DeviceIndex tls_target_device = -1;
+TORCH_NEURON_THREAD_LOCAL c10::DeviceIndex tls_target_device = -1;
 
 // Wraps the CPU allocator that was registered before torch_neuron loaded.
 class RedirectingCpuAllocator final : public c10::Allocator {

@@ -10,10 +10,12 @@
 
 #include <trnsim/error.h>
 
+#include "runtime/ThreadLocal.h"
+
 namespace torch_neuron {
 namespace {
 
-thread_local c10::DeviceIndex tls_current_device = 0;
+TORCH_NEURON_THREAD_LOCAL c10::DeviceIndex tls_current_device = 0;
 std::atomic<bool> bad_fork{false};
 
 void mark_child_as_bad_fork() { bad_fork = true; }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/Runtime.h"
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 namespace {
@@ -18,7 +19,7 @@ struct CurrentStream {
 };
 
 // Per device; grown on demand. A slot exists only for a device index that was checked.
-thread_local std::vector<CurrentStream> tls_current;
+TORCH_NEURON_THREAD_LOCAL std::vector<CurrentStream> tls_current;
 
 CurrentStream& current_slot(c10::DeviceIndex index) {
   if (tls_current.size() <= static_cast<size_t>(index)) tls_current.resize(index + 1);

@@ -27,27 +27,33 @@ double Queue::launch(const std::string& name, const OpCost& cost, std::string de
 double Queue::launch(const std::string& name, const OpCost& cost, double duration_ns,
                      std::string detail) {
   if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
-  std::lock_guard<std::mutex> lock(mutex_);
-  const double start = clock_ns_.load(std::memory_order_relaxed);
-  const double end = start + duration_ns;
-  clock_ns_.store(end, std::memory_order_release);
-  if (tracing_ || global_tracing) {
-    trace_.push_back({name, device_, id_, start, duration_ns, cost.engine_ns, cost.flops,
-                      cost.bytes, std::move(detail)});
+  if (!tracing_.load(std::memory_order_relaxed) && !global_tracing.load(std::memory_order_relaxed)) {
+    // The common case takes no lock: one compare-and-swap advances the clock.
+    double start = clock_ns_.load(std::memory_order_relaxed);
+    while (!clock_ns_.compare_exchange_weak(start, start + duration_ns,
+                                            std::memory_order_acq_rel)) {
+    }
+    return start + duration_ns;
   }
-  return end;
+  // Tracing: the lock keeps trace records in clock order.
+  std::lock_guard<std::mutex> lock(mutex_);
+  double start = clock_ns_.load(std::memory_order_relaxed);
+  while (!clock_ns_.compare_exchange_weak(start, start + duration_ns,
+                                          std::memory_order_acq_rel)) {
+  }
+  trace_.push_back({name, device_, id_, start, duration_ns, cost.engine_ns, cost.flops,
+                    cost.bytes, std::move(detail)});
+  return start + duration_ns;
 }
 
 void Queue::wait_until(double t_ns) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  clock_ns_.store(std::max(clock_ns_.load(std::memory_order_relaxed), t_ns),
-                  std::memory_order_release);
+  double now = clock_ns_.load(std::memory_order_relaxed);
+  while (now < t_ns &&
+         !clock_ns_.compare_exchange_weak(now, t_ns, std::memory_order_acq_rel)) {
+  }
 }
 
-void Queue::set_tracing(bool on) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  tracing_ = on;
-}
+void Queue::set_tracing(bool on) { tracing_ = on; }
 
 std::vector<TraceRecord> Queue::take_trace() {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -58,11 +58,11 @@ class Queue {
 
  private:
   int device_, id_;
-  mutable std::mutex mutex_;  // serializes launches and waits, and guards the trace
-  // Written under mutex_; atomic so that now_ns() (asked on every free of a device block) need
-  // not take the lock.
+  mutable std::mutex mutex_;  // guards the trace (and orders launches while tracing)
+  // Advanced by compare-and-swap, so that launches from several threads are serialized without
+  // a lock and now_ns() (asked on every free of a device block) is a plain load.
   std::atomic<double> clock_ns_{0};
-  bool tracing_ = false;
+  std::atomic<bool> tracing_{false};
   std::vector<TraceRecord> trace_;
 };
 

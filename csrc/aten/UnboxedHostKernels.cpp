@@ -1,0 +1,386 @@
+// Note [Unboxed host execution]
+// Host execution (Note [Host execution]) is one boxed kernel for every op: the dispatcher boxes
+// the arguments into IValues, run_on_host walks the schema, and the CPU kernel unboxes them
+// again. For 1-element tensors that generic walk costs about as much as the CPU kernel itself.
+// The ops that dominate eager programs (elementwise arithmetic, activations, comparisons,
+// reductions, matmuls, softmax and their backward kernels) therefore get typed kernels made
+// from one template. They do exactly what run_on_host does, with the types known at compile
+// time: host views of the neuron arguments, the CPU kernel called unboxed inside
+// AllocateOnDevice, the result adopted as a neuron tensor, the op charged to the engines and
+// counted. Any call the typed kernel does not handle the same way (float64 narrowing, complex
+// dtypes, arguments sharing memory, mixed devices, non-scalar CPU tensors) goes to run_on_host
+// unchanged, so behaviour does not depend on which path ran.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/MaybeOwned.h>
+#include <torch/library.h>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ATen/ops/abs_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/amax_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/cos_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/le_ops.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/log_ops.h>
+#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/rsub_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_ops.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/where_ops.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_ops.h>
+
+#include <trnsim/cost.h>
+
+#include "aten/DtypePolicy.h"
+#include "aten/HostExecution.h"
+#include "aten/HostView.h"
+#include "aten/OpCost.h"
+#include "aten/OpPolicy.h"
+#include "aten/OpTracking.h"
+#include "runtime/AllocateOnDevice.h"
+#include "runtime/Runtime.h"
+#include "runtime/Stream.h"
+
+namespace torch_neuron {
+namespace {
+
+// What a typed kernel needs to know about its op, computed on its first call.
+struct UnboxedOpInfo {
+  std::string name;  // "aten::add.Tensor"
+  OpClass op_class;
+  OpCounter* counter;
+  c10::OperatorHandle handle;  // for run_on_host
+  // Fallback ops and GpSimd ops (index checks) always take run_on_host.
+  bool typed_path;
+};
+
+template <class Op>
+const UnboxedOpInfo& info_of() {
+  static const UnboxedOpInfo info = [] {
+    std::string name = Op::name;
+    const OpClass op_class = classify_op(name);
+    if (*Op::overload_name != '\0') name += std::string(".") + Op::overload_name;
+    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    return UnboxedOpInfo{name, op_class, &op_counter(name), handle,
+                         op_class != OpClass::Fallback && op_class != OpClass::GpSimd};
+  }();
+  return info;
+}
+
+// The neuron tensors of one call (each once), their host views and the op's device, for an op
+// with `kTensors` tensor arguments.
+template <size_t kTensors>
+class UnboxedRun {
+ public:
+  using Borrow = c10::MaybeOwnedTraits<at::Tensor>;
+
+  UnboxedRun() = default;
+  UnboxedRun(const UnboxedRun&) = delete;
+  UnboxedRun& operator=(const UnboxedRun&) = delete;
+  ~UnboxedRun() {
+    for (size_t i = 0; i < count_; ++i) {
+      Borrow::destroyBorrow(inputs_[i]);
+      if (views_[i].defined() && views_[i].storage().unsafeGetStorageImpl() == aliases_[i]) {
+        recycle_host_view(std::move(views_[i]));
+      }
+    }
+  }
+
+  // Pass 1: whether this argument lets the call take the typed path. The inputs are borrowed
+  // (no reference counting): the caller holds them for the whole call.
+  bool admit(const at::Tensor& t) {
+    if (!t.defined()) return true;
+    const c10::Device device = t.device();
+    // CUDA's rule lets 0-dim CPU tensors join device ops; run_on_host reports the rest.
+    if (device.type() != kNeuron) return device.is_cpu() && t.dim() == 0;
+    const at::ScalarType dtype = t.scalar_type();
+    if (dtype == at::kDouble || c10::isComplexType(dtype)) return false;
+    if (device_ < 0) device_ = device.index();
+    if (device_ != device.index()) return false;
+    // (Dense neuron tensors always have a storage: no need for storage()'s checks.)
+    const c10::Storage& storage = t.unsafeGetTensorImpl()->unsafe_storage();
+    for (size_t i = 0; i < count_; ++i) {
+      if (inputs_[i].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return true;  // x * x
+      // Distinct tensors over one storage need one shared CPU alias: run_on_host makes it.
+      if (inputs_[i].unsafeGetTensorImpl()->unsafe_storage().is_alias_of(storage)) return false;
+    }
+    inputs_[count_++] = Borrow::createBorrow(t);
+    input_bytes_ += t.nbytes();
+    return true;
+  }
+  template <class T>
+  bool admit(const T&) {
+    return true;
+  }
+
+  c10::DeviceIndex device() const { return device_; }
+  uint64_t input_bytes() const { return input_bytes_; }
+  c10::ArrayRef<at::Tensor> inputs() const { return {inputs_.data(), count_}; }
+
+  // Pass 2: the arguments the CPU kernel gets.
+  const at::Tensor& to_host(const at::Tensor& t) { return view_of(t); }
+  at::Tensor& to_host(at::Tensor& t) { return view_of(t); }  // in-place self
+  template <class T>
+  const T& to_host(const T& value) {
+    return value;
+  }
+
+  // The CPU kernel's result as a neuron tensor.
+  at::Tensor to_neuron(const at::Tensor& result) const {
+    if (!result.defined()) return result;
+    for (size_t i = 0; i < count_; ++i) {
+      if (!views_[i].defined()) continue;
+      if (result.unsafeGetTensorImpl() == views_[i].unsafeGetTensorImpl()) return inputs_[i];
+      if (result.storage().unsafeGetStorageImpl() == aliases_[i]) {
+        return tensor_like(inputs_[i].storage(), c10::DispatchKey::PrivateUse1, result);
+      }
+    }
+    return adopt_host_result(result, device_);
+  }
+
+ private:
+  at::Tensor& view_of(const at::Tensor& t) {
+    // CPU scalars (admitted above) pass through; `t` outlives the call.
+    if (!t.defined() || t.device().type() != kNeuron) return const_cast<at::Tensor&>(t);
+    size_t i = 0;
+    while (inputs_[i].unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) ++i;
+    if (!views_[i].defined()) {
+      views_[i] = host_view(t);
+      aliases_[i] = views_[i].storage().unsafeGetStorageImpl();
+    }
+    return views_[i];
+  }
+
+  std::array<at::Tensor, kTensors> inputs_;  // borrowed
+  std::array<at::Tensor, kTensors> views_;
+  std::array<c10::StorageImpl*, kTensors> aliases_{};
+  size_t count_ = 0;
+  uint64_t input_bytes_ = 0;
+  c10::DeviceIndex device_ = -1;
+};
+
+// Charges the op to the current stream's clock and counts it (as run_on_host does).
+template <size_t kTensors>
+void charge(const UnboxedOpInfo& info, const UnboxedRun<kTensors>& run, const at::Tensor& out) {
+  if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, out);
+  const uint64_t bytes = run.input_bytes() + (out.defined() ? out.nbytes() : 0);
+  current_queue(run.device())
+      .launch(info.name,
+              estimate_cost(system().instance(), info.op_class, info.name, run.inputs(), out,
+                            bytes, /*foreach=*/false),
+              trnsim::tracing_enabled() ? describe_tensors(run.inputs()) : std::string());
+  ++info.counter->executed;
+}
+
+template <class T>
+using Bare = std::remove_cv_t<std::remove_reference_t<T>>;
+
+// Argument types the typed kernel passes through untouched. Anything else (generators, devices,
+// tensor lists) needs run_on_host's handling, so such ops cannot be listed.
+template <class T>
+constexpr bool is_plain_argument() {
+  using U = Bare<T>;
+  return std::is_arithmetic_v<U> || std::is_same_v<U, at::Scalar> ||
+         std::is_same_v<U, std::optional<at::Scalar>> || std::is_same_v<U, at::IntArrayRef> ||
+         std::is_same_v<U, at::OptionalIntArrayRef> ||
+         std::is_same_v<U, std::optional<int64_t>> ||
+         std::is_same_v<U, std::optional<at::ScalarType>> || std::is_same_v<U, at::ScalarType> ||
+         std::is_same_v<U, c10::string_view> || std::is_same_v<U, std::optional<c10::string_view>>;
+}
+
+template <class T>
+constexpr bool is_tensor_argument() {
+  return std::is_same_v<Bare<T>, at::Tensor>;
+}
+
+template <class Op, class Signature = typename Op::schema>
+struct UnboxedHostKernel;
+
+// Functional ops (returning a new tensor) and in-place ops (returning their first argument).
+template <class Op, class Return, class First, class... Rest>
+struct UnboxedHostKernel<Op, Return(First, Rest...)> {
+  static constexpr bool in_place = std::is_same_v<Return, at::Tensor&>;
+  static_assert(std::is_same_v<Return, at::Tensor> ||
+                    (in_place && std::is_same_v<First, at::Tensor&>),
+                "typed host kernels return a new tensor or, in place, their first argument");
+  static_assert((is_tensor_argument<First>() || is_plain_argument<First>()) &&
+                    ((is_tensor_argument<Rest>() || is_plain_argument<Rest>()) && ...),
+                "an argument type that only run_on_host handles");
+  static constexpr size_t kTensors =
+      (size_t{is_tensor_argument<First>()} + ... + size_t{is_tensor_argument<Rest>()});
+
+  static Return call(c10::DispatchKeySet, First first, Rest... rest) {
+    const UnboxedOpInfo& info = info_of<Op>();
+    if (info.typed_path) {
+      UnboxedRun<kTensors> run;
+      if (run.admit(first) && (run.admit(rest) && ...) && run.device() >= 0) {
+        const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
+        if constexpr (in_place) {
+          {
+            AllocateOnDevice allocate_on(run.device());
+            Op::redispatch(cpu, run.to_host(first), run.to_host(rest)...);
+          }
+          charge(info, run, first);
+          return first;
+        } else {
+          at::Tensor out;
+          {
+            AllocateOnDevice allocate_on(run.device());
+            out = Op::redispatch(cpu, run.to_host(first), run.to_host(rest)...);
+          }
+          out = run.to_neuron(out);
+          charge(info, run, out);
+          return out;
+        }
+      }
+    }
+    torch::jit::Stack stack = c10::impl::boxArgs<First, Rest...>(first, rest...);
+    run_on_host(info.handle, &stack);
+    if constexpr (in_place) {
+      return first;
+    } else {
+      return std::move(stack.back()).toTensor();
+    }
+  }
+};
+
+// Names of the ops that got a typed kernel, in registration order.
+std::vector<std::string>& registered_ops() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+template <class Op>
+void register_unboxed(torch::Library& library) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+  // Only ops whose CPU kernel is a real kernel: composite ones decompose into these anyway.
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+      !op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+    return;
+  }
+  std::string name = std::string(Op::name).substr(6);  // without "aten::"
+  if (*Op::overload_name != '\0') name += std::string(".") + Op::overload_name;
+  library.impl(name.c_str(), TORCH_FN(UnboxedHostKernel<Op>::call));
+  registered_ops().push_back("aten::" + name);
+}
+
+}  // namespace
+
+std::vector<std::string> unboxed_host_ops() { return registered_ops(); }
+
+void register_unboxed_host_kernels(torch::Library& library) {
+  namespace ops = at::_ops;
+  // Elementwise arithmetic, functional and in place.
+  register_unboxed<ops::add_Tensor>(library);
+  register_unboxed<ops::add__Tensor>(library);
+  register_unboxed<ops::sub_Tensor>(library);
+  register_unboxed<ops::sub__Tensor>(library);
+  register_unboxed<ops::rsub_Tensor>(library);
+  register_unboxed<ops::mul_Tensor>(library);
+  register_unboxed<ops::mul__Tensor>(library);
+  register_unboxed<ops::div_Tensor>(library);
+  register_unboxed<ops::div__Tensor>(library);
+  register_unboxed<ops::div_Tensor_mode>(library);
+  register_unboxed<ops::pow_Tensor_Scalar>(library);
+  register_unboxed<ops::pow_Tensor_Tensor>(library);
+  register_unboxed<ops::maximum>(library);
+  register_unboxed<ops::minimum>(library);
+  register_unboxed<ops::clamp>(library);
+  register_unboxed<ops::lerp__Scalar>(library);
+  register_unboxed<ops::addcmul_>(library);
+  register_unboxed<ops::addcdiv_>(library);
+  register_unboxed<ops::where_self>(library);
+  register_unboxed<ops::masked_fill__Scalar>(library);
+  // Unary math and activations.
+  register_unboxed<ops::neg>(library);
+  register_unboxed<ops::exp>(library);
+  register_unboxed<ops::log>(library);
+  register_unboxed<ops::sqrt>(library);
+  register_unboxed<ops::rsqrt>(library);
+  register_unboxed<ops::reciprocal>(library);
+  register_unboxed<ops::sin>(library);
+  register_unboxed<ops::cos>(library);
+  register_unboxed<ops::tanh>(library);
+  register_unboxed<ops::sigmoid>(library);
+  register_unboxed<ops::relu>(library);
+  register_unboxed<ops::relu_>(library);
+  register_unboxed<ops::gelu>(library);
+  register_unboxed<ops::silu>(library);
+  // Comparisons.
+  register_unboxed<ops::eq_Tensor>(library);
+  register_unboxed<ops::eq_Scalar>(library);
+  register_unboxed<ops::ne_Tensor>(library);
+  register_unboxed<ops::ne_Scalar>(library);
+  register_unboxed<ops::lt_Tensor>(library);
+  register_unboxed<ops::lt_Scalar>(library);
+  register_unboxed<ops::le_Tensor>(library);
+  register_unboxed<ops::le_Scalar>(library);
+  register_unboxed<ops::gt_Tensor>(library);
+  register_unboxed<ops::gt_Scalar>(library);
+  register_unboxed<ops::ge_Tensor>(library);
+  register_unboxed<ops::ge_Scalar>(library);
+  // Reductions, softmax, matmuls.
+  register_unboxed<ops::sum_dim_IntList>(library);
+  register_unboxed<ops::mean_dim>(library);
+  register_unboxed<ops::amax>(library);
+  register_unboxed<ops::_softmax>(library);
+  register_unboxed<ops::_log_softmax>(library);
+  register_unboxed<ops::mm>(library);
+  register_unboxed<ops::bmm>(library);
+  register_unboxed<ops::addmm>(library);
+  // Backward kernels of the above.
+  register_unboxed<ops::threshold_backward>(library);
+  register_unboxed<ops::gelu_backward>(library);
+  register_unboxed<ops::silu_backward>(library);
+  register_unboxed<ops::sigmoid_backward>(library);
+  register_unboxed<ops::tanh_backward>(library);
+  register_unboxed<ops::_softmax_backward_data>(library);
+  register_unboxed<ops::_log_softmax_backward_data>(library);
+}
+
+}  // namespace torch_neuron

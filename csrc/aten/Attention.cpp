@@ -149,8 +149,8 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
         host_view(query), host_view(key), host_view(value), dropout_p, is_causal,
         host_optional(attn_bias), scale);
   }
-  out = adopt_host_result(out, device);
-  logsumexp = adopt_host_result(logsumexp, device);
+  out = adopt_host_result(std::move(out), device);
+  logsumexp = adopt_host_result(std::move(logsumexp), device);
   std::vector<at::Tensor> inputs = {query, key, value};
   if (attn_bias.has_value() && attn_bias->defined()) inputs.push_back(*attn_bias);
   charge_attention("aten::_scaled_dot_product_fused_attention_overrideable", device, query, key,
@@ -177,9 +177,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
         host_view(grad_out), host_view(query), host_view(key), host_view(value), host_view(out),
         host_view(logsumexp), dropout_p, is_causal, host_optional(attn_bias), scale);
   }
-  grad_q = adopt_host_result(grad_q, device);
-  grad_k = adopt_host_result(grad_k, device);
-  grad_v = adopt_host_result(grad_v, device);
+  grad_q = adopt_host_result(std::move(grad_q), device);
+  grad_k = adopt_host_result(std::move(grad_k), device);
+  grad_v = adopt_host_result(std::move(grad_v), device);
   charge_attention("aten::_scaled_dot_product_fused_attention_overrideable_backward", device,
                    query, key, value, is_causal, /*backward=*/true,
                    {grad_out, query, key, value, out, logsumexp, attn_bias},

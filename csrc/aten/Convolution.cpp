@@ -28,7 +28,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     out = at::convolution(host_view(input), host_view(weight), host_bias, stride, padding,
                           dilation, transposed, output_padding, groups);
   }
-  out = adopt_host_result(out, device);
+  out = adopt_host_result(std::move(out), device);
   charge_device_op("aten::convolution_overrideable", OpClass::Convolution, device,
                    {input, weight}, {out});
   return out;
@@ -52,9 +52,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
                                      output_mask);
   }
   auto& [grad_input, grad_weight, grad_bias] = grads;
-  grad_input = adopt_host_result(grad_input, device);
-  grad_weight = adopt_host_result(grad_weight, device);
-  grad_bias = adopt_host_result(grad_bias, device);
+  grad_input = adopt_host_result(std::move(grad_input), device);
+  grad_weight = adopt_host_result(std::move(grad_weight), device);
+  grad_bias = adopt_host_result(std::move(grad_bias), device);
   charge_device_op("aten::convolution_backward_overrideable", OpClass::Convolution, device,
                    {grad_output, input, weight}, {grad_input, grad_weight});
   return grads;

@@ -212,7 +212,7 @@ class HostRun {
     for (size_t i = stack_.size() - num_returns; i < stack_.size(); ++i) {
       auto& value = stack_[i];
       if (value.isTensor()) {
-        value = back_to_neuron(value.toTensor());
+        value = back_to_neuron(std::move(value).toTensor());
         bytes += value.toTensor().defined() ? value.toTensor().nbytes() : 0;
       } else if (value.isTensorList()) {
         auto list = value.toTensorList();
@@ -325,7 +325,7 @@ class HostRun {
     }
   }
 
-  at::Tensor back_to_neuron(const at::Tensor& t) {
+  at::Tensor back_to_neuron(at::Tensor t) {
     if (!t.defined() || on_neuron(t)) return t;
     // Returned argument (in-place and out= ops) or a view of one.
     for (const auto& c : converted_) {
@@ -345,7 +345,7 @@ class HostRun {
       host_view(out).copy_(t);
       return out;
     }
-    return adopt_host_result(t, device_);
+    return adopt_host_result(std::move(t), device_);
   }
 
   const at::Tensor& original(const Converted& c) const { return inputs_[c.input]; }
@@ -422,7 +422,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   ++info.counter->executed;
 }
 
-at::Tensor adopt_host_result(const at::Tensor& t, c10::DeviceIndex device) {
+at::Tensor adopt_host_result(at::Tensor t, c10::DeviceIndex device) {
   if (!t.defined() || on_neuron(t) || !t.device().is_cpu()) return t;
   if (t.storage().nbytes() == 0) {
     // Zero-byte storages may come from any allocator; give them a neuron identity.

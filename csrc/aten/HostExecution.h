@@ -36,7 +36,8 @@ std::vector<std::string> unboxed_host_ops();
 
 // Turns a CPU tensor that a kernel produced inside AllocateOnDevice(device) into a neuron tensor:
 // without a copy when its memory is in that device's HBM (the usual case), by a copy otherwise.
-at::Tensor adopt_host_result(const at::Tensor& cpu_result, c10::DeviceIndex device);
+// Pass the result by std::move: a tensor only the caller holds is converted in place.
+at::Tensor adopt_host_result(at::Tensor cpu_result, c10::DeviceIndex device);
 
 // Charges an op that ran on `device` to the current stream's clock and counts it as executed.
 void charge_device_op(const std::string& name, OpClass op_class, c10::DeviceIndex device,

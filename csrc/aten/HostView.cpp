@@ -30,6 +30,18 @@ c10::Allocator* alias_allocator(bool resizable) {
   return resizable ? redirecting_cpu_allocator() : nullptr;
 }
 
+// Element by element: tensors have few dimensions, and this runs for every argument of every op
+// (IntArrayRef's operator== calls memcmp).
+bool same_sizes_and_strides(const at::Tensor& a, const at::Tensor& b) {
+  const c10::IntArrayRef sizes_a = a.sizes(), sizes_b = b.sizes();
+  if (sizes_a.size() != sizes_b.size()) return false;
+  const c10::IntArrayRef strides_a = a.strides(), strides_b = b.strides();
+  for (size_t d = 0; d < sizes_a.size(); ++d) {
+    if (sizes_a[d] != sizes_b[d] || strides_a[d] != strides_b[d]) return false;
+  }
+  return true;
+}
+
 // A spare view re-dressed as a view of `tensor`, or an undefined tensor when there is none.
 at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
   // A view made in another inference mode has other dispatch keys than a new one would.
@@ -48,7 +60,7 @@ at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
     if (alias->resizable() != resizable) alias->set_resizable(resizable);
     if (impl->dtype() != tensor.dtype()) impl->set_storage_and_dtype(impl->storage(), tensor.dtype());
     // Same shape as last time (an op repeated in a loop): nothing to recompute.
-    if (view.sizes() != tensor.sizes() || view.strides() != tensor.strides()) {
+    if (!same_sizes_and_strides(view, tensor)) {
       impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
     } else if (view.storage_offset() != tensor.storage_offset()) {
       impl->set_storage_offset(tensor.storage_offset());

@@ -102,7 +102,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     output = host_input.mul(host_mask).mul_(scale);
     if (narrow) output = output.to(at::kDouble);
   }
-  output = adopt_host_result(output, device);
+  output = adopt_host_result(std::move(output), device);
   charge_device_op("aten::native_dropout", OpClass::Vector, device, {input}, {output, mask});
   return {output, mask};
 }

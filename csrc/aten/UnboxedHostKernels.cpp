@@ -112,6 +112,12 @@ const UnboxedOpInfo& info_of() {
   return info;
 }
 
+// TensorBase::nbytes() without its sparse-layout check: these tensors are dense.
+uint64_t nbytes(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return static_cast<uint64_t>(impl->numel()) * impl->itemsize();
+}
+
 // The neuron tensors of one call (each once), their host views and the op's device, for an op
 // with `kTensors` tensor arguments.
 template <size_t kTensors>
@@ -150,7 +156,7 @@ class UnboxedRun {
       if (inputs_[i].unsafeGetTensorImpl()->unsafe_storage().is_alias_of(storage)) return false;
     }
     inputs_[count_++] = Borrow::createBorrow(t);
-    input_bytes_ += t.nbytes();
+    input_bytes_ += nbytes(t);
     return true;
   }
   template <class T>
@@ -171,7 +177,7 @@ class UnboxedRun {
   }
 
   // The CPU kernel's result as a neuron tensor.
-  at::Tensor to_neuron(const at::Tensor& result) const {
+  at::Tensor to_neuron(at::Tensor result) const {
     if (!result.defined()) return result;
     for (size_t i = 0; i < count_; ++i) {
       if (!views_[i].defined()) continue;
@@ -180,7 +186,7 @@ class UnboxedRun {
         return tensor_like(inputs_[i].storage(), c10::DispatchKey::PrivateUse1, result);
       }
     }
-    return adopt_host_result(result, device_);
+    return adopt_host_result(std::move(result), device_);
   }
 
  private:
@@ -208,7 +214,7 @@ class UnboxedRun {
 template <size_t kTensors>
 void charge(const UnboxedOpInfo& info, const UnboxedRun<kTensors>& run, const at::Tensor& out) {
   if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, out);
-  const uint64_t bytes = run.input_bytes() + (out.defined() ? out.nbytes() : 0);
+  const uint64_t bytes = run.input_bytes() + (out.defined() ? nbytes(out) : 0);
   current_queue(run.device())
       .launch(info.name,
               estimate_cost(system().instance(), info.op_class, info.name, run.inputs(), out,
@@ -273,7 +279,7 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
             AllocateOnDevice allocate_on(run.device());
             out = Op::redispatch(cpu, run.to_host(first), run.to_host(rest)...);
           }
-          out = run.to_neuron(out);
+          out = run.to_neuron(std::move(out));
           charge(info, run, out);
           return out;
         }

@@ -6,11 +6,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include <trnsim/error.h>
 
+#include "runtime/PointerTable.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
 
@@ -28,21 +28,19 @@ constexpr size_t kSmallSize = 1 << 20;
 constexpr size_t kMaxWasteDivisor = 4;
 
 struct Block;
-// Node handles of the two containers a block moves between. A block keeps the node it is not
-// currently linked by, so caching and reusing a block allocates nothing (Note [Allocator hot path]).
-using FreeBlocks = std::multimap<size_t, Block*>;  // cached blocks by size
-using LiveBlocks = std::unordered_map<void*, Block*>;  // blocks in use by data pointer
+// Cached blocks by size. A live block keeps its node handle, so caching and reusing a block
+// allocates nothing (Note [Allocator hot path]).
+using FreeBlocks = std::multimap<size_t, Block*>;
 
 struct Block {
   c10::DeviceIndex device;
   void* ptr;
   size_t size;       // rounded size, as reserved from HBM
   size_t requested;  // what the caller asked for
-  c10::StreamId stream;
+  const trnsim::Queue* queue;                // of the stream that allocated it
   std::vector<c10::StreamId> other_streams;  // from record_stream
   double ready_ns = 0;                       // simulated time its last use finishes
   FreeBlocks::node_type free_node;           // set while the block is live
-  LiveBlocks::node_type live_node;           // set while the block is cached
 };
 
 void update(StatArray& stats, size_t size, int64_t delta) {
@@ -84,15 +82,16 @@ struct DeviceCache {
 
 // Note [Allocator hot path]: every host-executed op allocates its outputs here and frees the
 // previous ones, so the common path is kept short: one mutex for the whole allocator (the
-// per-device caches and the live-block map), taken once per allocation and once per free, and
-// no heap allocation once a block is cached (its container nodes are kept in the block).
+// per-device caches and the live-block table), taken once per allocation and once per free, no
+// heap allocation once a block is cached (its free-list node is kept in the block), and the
+// block remembers its stream's queue for the clock reading on free.
 // DataPtrs carry the data pointer as their context (not the Block), so that
 // c10::Allocator::raw_allocate/raw_deleter work: CPU kernels running on device memory
-// (Note [Host execution]) may use them; the live map finds the block again.
+// (Note [Host execution]) may use them; the live table finds the block again.
 struct AllocatorState {
   std::mutex mutex;
   std::vector<DeviceCache> caches;  // one per visible device
-  LiveBlocks live;
+  PointerTable<Block*> live;        // blocks in use, by data pointer
 };
 
 // Deliberately never destroyed: tensors freed during interpreter shutdown still return here.
@@ -126,12 +125,12 @@ bool release(void* ptr) {
   if (ptr == nullptr || in_bad_fork()) return false;
   auto& st = state();
   std::lock_guard<std::mutex> lock(st.mutex);
-  auto it = st.live.find(ptr);
-  if (it == st.live.end()) return false;  // not ours; a deleter must not throw
-  Block* block = it->second;
-  block->live_node = st.live.extract(it);
+  Block** found = st.live.find(ptr);
+  if (found == nullptr) return false;  // not ours; a deleter must not throw
+  Block* block = *found;
+  st.live.erase(ptr);
   // Remember when the streams that used the block finish with it (Note [Caching HBM allocator]).
-  double ready = stream_clock(block->device, block->stream);
+  double ready = block->queue->now_ns();
   for (auto id : block->other_streams) ready = std::max(ready, stream_clock(block->device, id));
   block->ready_ns = ready;
   auto& cache = st.caches[block->device];
@@ -176,7 +175,7 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
 
 c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device dev(kNeuron, index);
-  const c10::Stream stream = current_stream(index);  // checks the device index
+  trnsim::Queue& queue = current_queue(index);  // checks the device index
   if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
   const size_t size = round_size(nbytes);
   auto& st = state();
@@ -203,24 +202,18 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
           raise_oom(index, nbytes, cache, hbm);
         }
       }
-      block = new Block{index, ptr, size, 0, stream.id(), {}, 0, {}, {}};
+      block = new Block{index, ptr, size, 0, &queue, {}, 0, {}};
       cache.account_reserve(block, +1);
       ++cache.stats.num_device_alloc;
     }
     block->requested = nbytes;
     cache.account_use(block, +1);
-    if (block->live_node.empty()) {
-      st.live.emplace(block->ptr, block);  // a new block
-    } else {
-      st.live.insert(std::move(block->live_node));
-    }
+    st.live.insert(block->ptr, block);
   }
   // Reuse across streams waits for the previous users on the simulated clock (on the same
   // stream, order already guarantees it). Nobody else can reach the block until we return it.
-  if (block->stream != stream.id() || !block->other_streams.empty()) {
-    queue_of(stream).wait_until(block->ready_ns);
-  }
-  block->stream = stream.id();
+  if (block->queue != &queue || !block->other_streams.empty()) queue.wait_until(block->ready_ns);
+  block->queue = &queue;
   block->other_streams.clear();
   return {block->ptr, block->ptr, &free_block, dev};
 }
@@ -252,13 +245,13 @@ void NeuronDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream st
   if (ptr.get_deleter() != &free_block || ptr.get() == nullptr) return;
   auto& st = state();
   std::lock_guard<std::mutex> lock(st.mutex);
-  auto it = st.live.find(ptr.get());
-  if (it == st.live.end()) return;
-  Block* block = it->second;
+  Block** found = st.live.find(ptr.get());
+  if (found == nullptr) return;
+  Block* block = *found;
   TORCH_CHECK(stream.device_type() == kNeuron && stream.device_index() == block->device,
               "record_stream: the stream is on ", stream.device(),
               " but the tensor is on neuron:", static_cast<int>(block->device));
-  if (stream.id() == block->stream) return;
+  if (stream.id() == block->queue->id()) return;
   block->other_streams.push_back(stream.id());
 }
 

@@ -21,18 +21,24 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
-#include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/amax_ops.h>
+#include <ATen/ops/any_ops.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/bitwise_and_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/bitwise_or_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cos_ops.h>
+#include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp_ops.h>
@@ -45,11 +51,14 @@
 #include <ATen/ops/log_ops.h>
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/max_ops.h>
 #include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/minimum_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/ne_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_ops.h>
@@ -119,8 +128,8 @@ uint64_t nbytes(const at::Tensor& t) {
 }
 
 // The neuron tensors of one call (each once), their host views and the op's device, for an op
-// with `kTensors` tensor arguments.
-template <size_t kTensors>
+// with `kTensors` tensor arguments, `kOptionalTensors` of them optional.
+template <size_t kTensors, size_t kOptionalTensors>
 class UnboxedRun {
  public:
   using Borrow = c10::MaybeOwnedTraits<at::Tensor>;
@@ -129,6 +138,7 @@ class UnboxedRun {
   UnboxedRun(const UnboxedRun&) = delete;
   UnboxedRun& operator=(const UnboxedRun&) = delete;
   ~UnboxedRun() {
+    for (auto& view : optional_views_) view.reset();  // so that the views can be recycled
     for (size_t i = 0; i < count_; ++i) {
       Borrow::destroyBorrow(inputs_[i]);
       if (views_[i].defined() && views_[i].storage().unsafeGetStorageImpl() == aliases_[i]) {
@@ -159,6 +169,7 @@ class UnboxedRun {
     input_bytes_ += nbytes(t);
     return true;
   }
+  bool admit(const std::optional<at::Tensor>& t) { return !t.has_value() || admit(*t); }
   template <class T>
   bool admit(const T&) {
     return true;
@@ -171,6 +182,12 @@ class UnboxedRun {
   // Pass 2: the arguments the CPU kernel gets.
   const at::Tensor& to_host(const at::Tensor& t) { return view_of(t); }
   at::Tensor& to_host(at::Tensor& t) { return view_of(t); }  // in-place self
+  const std::optional<at::Tensor>& to_host(const std::optional<at::Tensor>& t) {
+    if (!t.has_value()) return t;
+    std::optional<at::Tensor>& view = optional_views_[optional_count_++];
+    view = view_of(*t);
+    return view;
+  }
   template <class T>
   const T& to_host(const T& value) {
     return value;
@@ -205,26 +222,40 @@ class UnboxedRun {
   std::array<at::Tensor, kTensors> inputs_;  // borrowed
   std::array<at::Tensor, kTensors> views_;
   std::array<c10::StorageImpl*, kTensors> aliases_{};
+  std::array<std::optional<at::Tensor>, kOptionalTensors> optional_views_;
   size_t count_ = 0;
+  size_t optional_count_ = 0;
   uint64_t input_bytes_ = 0;
   c10::DeviceIndex device_ = -1;
 };
 
 // Charges the op to the current stream's clock and counts it (as run_on_host does).
-template <size_t kTensors>
-void charge(const UnboxedOpInfo& info, const UnboxedRun<kTensors>& run, const at::Tensor& out) {
-  if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, out);
-  const uint64_t bytes = run.input_bytes() + (out.defined() ? nbytes(out) : 0);
+template <class Run, class... Outputs>
+void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs) {
+  static const at::Tensor none;
+  const at::Tensor* largest = &none;  // sizes the work of most ops
+  uint64_t bytes = run.input_bytes();
+  for (const at::Tensor* out : {&outputs...}) {
+    if (!out->defined()) continue;
+    if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, *out);
+    bytes += nbytes(*out);
+    if (!largest->defined() || out->numel() > largest->numel()) largest = out;
+  }
   current_queue(run.device())
       .launch(info.name,
-              estimate_cost(system().instance(), info.op_class, info.name, run.inputs(), out,
-                            bytes, /*foreach=*/false),
+              estimate_cost(system().instance(), info.op_class, info.name, run.inputs(),
+                            *largest, bytes, /*foreach=*/false),
               trnsim::tracing_enabled() ? describe_tensors(run.inputs()) : std::string());
   ++info.counter->executed;
 }
 
 template <class T>
 using Bare = std::remove_cv_t<std::remove_reference_t<T>>;
+
+template <class T>
+struct is_bool_array : std::false_type {};
+template <size_t N>
+struct is_bool_array<std::array<bool, N>> : std::true_type {};
 
 // Argument types the typed kernel passes through untouched. Anything else (generators, devices,
 // tensor lists) needs run_on_host's handling, so such ops cannot be listed.
@@ -236,34 +267,50 @@ constexpr bool is_plain_argument() {
          std::is_same_v<U, at::OptionalIntArrayRef> ||
          std::is_same_v<U, std::optional<int64_t>> ||
          std::is_same_v<U, std::optional<at::ScalarType>> || std::is_same_v<U, at::ScalarType> ||
-         std::is_same_v<U, c10::string_view> || std::is_same_v<U, std::optional<c10::string_view>>;
+         std::is_same_v<U, c10::string_view> ||
+         std::is_same_v<U, std::optional<c10::string_view>> || std::is_same_v<U, c10::SymInt> ||
+         std::is_same_v<U, c10::SymIntArrayRef> || is_bool_array<U>::value;
+}
+
+template <class T>
+constexpr bool is_optional_tensor_argument() {
+  return std::is_same_v<Bare<T>, std::optional<at::Tensor>>;
 }
 
 template <class T>
 constexpr bool is_tensor_argument() {
-  return std::is_same_v<Bare<T>, at::Tensor>;
+  return std::is_same_v<Bare<T>, at::Tensor> || is_optional_tensor_argument<T>();
 }
+
+template <class T>
+struct is_tensor_tuple : std::false_type {};
+template <class... T>
+struct is_tensor_tuple<std::tuple<T...>>
+    : std::bool_constant<(std::is_same_v<T, at::Tensor> && ...)> {};
 
 template <class Op, class Signature = typename Op::schema>
 struct UnboxedHostKernel;
 
-// Functional ops (returning a new tensor) and in-place ops (returning their first argument).
+// Functional ops (returning new tensors) and in-place ops (returning their first argument).
 template <class Op, class Return, class First, class... Rest>
 struct UnboxedHostKernel<Op, Return(First, Rest...)> {
   static constexpr bool in_place = std::is_same_v<Return, at::Tensor&>;
-  static_assert(std::is_same_v<Return, at::Tensor> ||
+  static_assert(std::is_same_v<Return, at::Tensor> || is_tensor_tuple<Return>::value ||
                     (in_place && std::is_same_v<First, at::Tensor&>),
-                "typed host kernels return a new tensor or, in place, their first argument");
+                "typed host kernels return new tensors or, in place, their first argument");
   static_assert((is_tensor_argument<First>() || is_plain_argument<First>()) &&
                     ((is_tensor_argument<Rest>() || is_plain_argument<Rest>()) && ...),
                 "an argument type that only run_on_host handles");
   static constexpr size_t kTensors =
       (size_t{is_tensor_argument<First>()} + ... + size_t{is_tensor_argument<Rest>()});
+  static constexpr size_t kOptionalTensors =
+      (size_t{is_optional_tensor_argument<First>()} + ... +
+       size_t{is_optional_tensor_argument<Rest>()});
 
   static Return call(c10::DispatchKeySet, First first, Rest... rest) {
     const UnboxedOpInfo& info = info_of<Op>();
     if (info.typed_path) {
-      UnboxedRun<kTensors> run;
+      UnboxedRun<kTensors, kOptionalTensors> run;
       if (run.admit(first) && (run.admit(rest) && ...) && run.device() >= 0) {
         const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
         if constexpr (in_place) {
@@ -274,13 +321,18 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
           charge(info, run, first);
           return first;
         } else {
-          at::Tensor out;
+          Return out;
           {
             AllocateOnDevice allocate_on(run.device());
             out = Op::redispatch(cpu, run.to_host(first), run.to_host(rest)...);
           }
-          out = run.to_neuron(std::move(out));
-          charge(info, run, out);
+          if constexpr (is_tensor_tuple<Return>::value) {
+            std::apply([&run](auto&... t) { ((t = run.to_neuron(std::move(t))), ...); }, out);
+            std::apply([&](const auto&... t) { charge(info, run, t...); }, out);
+          } else {
+            out = run.to_neuron(std::move(out));
+            charge(info, run, out);
+          }
           return out;
         }
       }
@@ -290,7 +342,7 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
     if constexpr (in_place) {
       return first;
     } else {
-      return std::move(stack.back()).toTensor();
+      return c10::impl::PopResult<Return>::call(stack);
     }
   }
 };
@@ -341,6 +393,9 @@ void register_unboxed_host_kernels(torch::Library& library) {
   register_unboxed<ops::addcmul_>(library);
   register_unboxed<ops::addcdiv_>(library);
   register_unboxed<ops::where_self>(library);
+  register_unboxed<ops::bitwise_and_Tensor>(library);
+  register_unboxed<ops::bitwise_or_Tensor>(library);
+  register_unboxed<ops::bitwise_not>(library);
   register_unboxed<ops::masked_fill__Scalar>(library);
   // Unary math and activations.
   register_unboxed<ops::neg>(library);
@@ -374,6 +429,13 @@ void register_unboxed_host_kernels(torch::Library& library) {
   register_unboxed<ops::sum_dim_IntList>(library);
   register_unboxed<ops::mean_dim>(library);
   register_unboxed<ops::amax>(library);
+  register_unboxed<ops::max>(library);
+  register_unboxed<ops::max_dim>(library);
+  register_unboxed<ops::argmax>(library);
+  register_unboxed<ops::any>(library);
+  register_unboxed<ops::any_dim>(library);
+  register_unboxed<ops::cumsum>(library);
+  register_unboxed<ops::native_layer_norm>(library);
   register_unboxed<ops::_softmax>(library);
   register_unboxed<ops::_log_softmax>(library);
   register_unboxed<ops::mm>(library);
@@ -387,6 +449,7 @@ void register_unboxed_host_kernels(torch::Library& library) {
   register_unboxed<ops::tanh_backward>(library);
   register_unboxed<ops::_softmax_backward_data>(library);
   register_unboxed<ops::_log_softmax_backward_data>(library);
+  register_unboxed<ops::native_layer_norm_backward>(library);
 }
 
 }  // namespace torch_neuron

@@ -45,6 +45,9 @@ SAMPLES = {
     "aten::addcdiv_": lambda: T(3, 4).addcdiv_(T(3, 4), pos(3, 4), value=-2),
     "aten::where.self": lambda: torch.where(T(3, 4) > 0, T(3, 4), T(3, 4)),
     "aten::masked_fill_.Scalar": lambda: T(3, 4).masked_fill_(T(3, 4) > 0, -1.0),
+    "aten::bitwise_and.Tensor": lambda: torch.randint(9, (3, 4)) & torch.randint(9, (4,)),
+    "aten::bitwise_or.Tensor": lambda: torch.randint(9, (3, 4)) | torch.randint(9, (3, 4)),
+    "aten::bitwise_not": lambda: ~(T(3, 4) > 0),
     "aten::neg": lambda: torch.neg(T(3, 4)),
     "aten::exp": lambda: torch.exp(T(3, 4)),
     "aten::log": lambda: torch.log(pos(3, 4)),
@@ -74,6 +77,16 @@ SAMPLES = {
     "aten::sum.dim_IntList": lambda: torch.sum(T(3, 4, 5), dim=(0, 2), keepdim=True),
     "aten::mean.dim": lambda: torch.mean(T(3, 4, 5), dim=1),
     "aten::amax": lambda: torch.amax(T(3, 4, 5), dim=-1),
+    "aten::max": lambda: torch.max(T(3, 4)),
+    "aten::max.dim": lambda: torch.max(T(3, 4, 5), dim=1, keepdim=True),
+    "aten::argmax": lambda: torch.argmax(T(3, 4), dim=0),
+    "aten::any": lambda: torch.any(T(3, 4) > 1),
+    "aten::any.dim": lambda: torch.any(T(3, 4) > 1, dim=1),
+    "aten::cumsum": lambda: torch.cumsum(T(3, 4), dim=1),
+    "aten::native_layer_norm": lambda: torch.ops.aten.native_layer_norm(T(3, 4), [4], T(4), None,
+                                                                        1e-5),
+    "aten::native_layer_norm_backward": lambda: torch.ops.aten.native_layer_norm_backward(
+        T(3, 4), T(3, 4), [4], T(3, 1), pos(3, 1), T(4), T(4), [True, True, True]),
     "aten::_softmax": lambda: torch.softmax(T(3, 4), dim=-1),
     "aten::_log_softmax": lambda: torch.log_softmax(T(3, 4), dim=0),
     "aten::mm": lambda: torch.mm(T(3, 4), T(4, 5)),
@@ -114,9 +127,13 @@ def test_typed_op_matches_cpu_and_runs_on_device(name):
     want = run_recorded(SAMPLES[name], "cpu")
     torch_neuron.clear_op_tracking()
     got = run_recorded(SAMPLES[name], "neuron")
-    assert got.device.type == "neuron"
-    assert got.dtype == want.dtype and got.shape == want.shape
-    assert torch.equal(got.cpu(), want)  # the same CPU kernel: bit for bit
+    if isinstance(want, torch.Tensor):
+        got, want = [got], [want]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.device.type == "neuron"
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert torch.equal(g.cpu(), w)  # the same CPU kernel: bit for bit
     assert torch_neuron.get_executed_ops().get(name, 0) >= 1
     assert torch_neuron.get_fallback_ops() == {}
 

@@ -5,7 +5,9 @@
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <set>
+#include <utility>
 
 #include "aten/HostView.h"
 
@@ -21,12 +23,38 @@ const std::set<std::string>& dim_index_ops() {
   return ops;
 }
 
+template <class T>
+std::pair<int64_t, int64_t> scan_min_max(const T* data, int64_t n) {
+  T lo = data[0], hi = data[0];
+  for (int64_t i = 1; i < n; ++i) {
+    lo = std::min(lo, data[i]);
+    hi = std::max(hi, data[i]);
+  }
+  return {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+}
+
+// The smallest and largest index (`index` is not empty). Small contiguous int64/int32 indices,
+// the common case (a token's embedding row, a few selected rows), are scanned in place: running
+// aminmax as an op would cost more than the op being checked.
+std::pair<int64_t, int64_t> min_max(const at::Tensor& index) {
+  constexpr int64_t kScanLimit = 4096;
+  if (index.numel() <= kScanLimit && index.is_contiguous()) {
+    if (index.scalar_type() == at::kLong) {
+      return scan_min_max(index.const_data_ptr<int64_t>(), index.numel());
+    }
+    if (index.scalar_type() == at::kInt) {
+      return scan_min_max(index.const_data_ptr<int32_t>(), index.numel());
+    }
+  }
+  auto [lo, hi] = at::aminmax(host_view(index));
+  return {lo.item<int64_t>(), hi.item<int64_t>()};
+}
+
 void check_range(const std::string& op, const at::Tensor& index, int64_t size, int64_t dim) {
   if (!index.defined() || index.numel() == 0 || !at::isIntegralType(index.scalar_type(), false)) {
     return;
   }
-  auto [lo, hi] = at::aminmax(host_view(index));
-  const int64_t min = lo.item<int64_t>(), max = hi.item<int64_t>();
+  const auto [min, max] = min_max(index);
   const int64_t bad = min < 0 ? min : max;
   TORCH_CHECK_INDEX(min >= 0 && max < size, op, ": index ", bad,
                     " is out of range for dimension ", dim, " of size ", size,
@@ -48,8 +76,7 @@ void check_index_bounds(const std::string& base_name, c10::ArrayRef<c10::IValue>
     const int64_t n = args[0].toTensor().numel();
     const at::Tensor& index = args[1].toTensor();
     if (index.numel() == 0) return;
-    auto [lo, hi] = at::aminmax(host_view(index));
-    const int64_t min = lo.item<int64_t>(), max = hi.item<int64_t>();
+    const auto [min, max] = min_max(index);
     TORCH_CHECK_INDEX(min >= -n && max < n, "take: index ", min < -n ? min : max,
                       " is out of range for a tensor of ", n, " elements (valid indices are ",
                       -n, "..", n - 1, ")");

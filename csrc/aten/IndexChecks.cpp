@@ -50,10 +50,21 @@ std::pair<int64_t, int64_t> min_max(const at::Tensor& index) {
   return {lo.item<int64_t>(), hi.item<int64_t>()};
 }
 
-void check_range(const std::string& op, const at::Tensor& index, int64_t size, int64_t dim) {
+}  // namespace
+
+IndexCheck index_check_for(const std::string& base_name) {
+  if (dim_index_ops().count(base_name)) return IndexCheck::DimIndex;
+  if (base_name == "take") return IndexCheck::Take;
+  return IndexCheck::None;
+}
+
+void check_dim_index(const std::string& op, const at::Tensor& self, int64_t dim,
+                     const at::Tensor& index) {
   if (!index.defined() || index.numel() == 0 || !at::isIntegralType(index.scalar_type(), false)) {
     return;
   }
+  dim = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  const int64_t size = self.dim() == 0 ? 1 : self.size(dim);
   const auto [min, max] = min_max(index);
   const int64_t bad = min < 0 ? min : max;
   TORCH_CHECK_INDEX(min >= 0 && max < size, op, ": index ", bad,
@@ -61,25 +72,30 @@ void check_range(const std::string& op, const at::Tensor& index, int64_t size, i
                     " (valid indices are 0..", size - 1, ")");
 }
 
-}  // namespace
+void check_take_index(const at::Tensor& self, const at::Tensor& index) {
+  // take indexes the flattened tensor; negative indices count from the end.
+  const int64_t n = self.numel();
+  if (index.numel() == 0) return;
+  const auto [min, max] = min_max(index);
+  TORCH_CHECK_INDEX(min >= -n && max < n, "take: index ", min < -n ? min : max,
+                    " is out of range for a tensor of ", n, " elements (valid indices are ",
+                    -n, "..", n - 1, ")");
+}
 
 void check_index_bounds(const std::string& base_name, c10::ArrayRef<c10::IValue> args) {
-  if (dim_index_ops().count(base_name) && args.size() >= 3 && args[0].isTensor() &&
-      args[1].isInt() && args[2].isTensor()) {
-    const at::Tensor& self = args[0].toTensor();
-    const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
-    const int64_t size = self.dim() == 0 ? 1 : self.size(dim);
-    check_range(base_name, args[2].toTensor(), size, dim);
-  } else if (base_name == "take" && args.size() >= 2 && args[0].isTensor() &&
-             args[1].isTensor()) {
-    // take indexes the flattened tensor; negative indices count from the end.
-    const int64_t n = args[0].toTensor().numel();
-    const at::Tensor& index = args[1].toTensor();
-    if (index.numel() == 0) return;
-    const auto [min, max] = min_max(index);
-    TORCH_CHECK_INDEX(min >= -n && max < n, "take: index ", min < -n ? min : max,
-                      " is out of range for a tensor of ", n, " elements (valid indices are ",
-                      -n, "..", n - 1, ")");
+  switch (index_check_for(base_name)) {
+    case IndexCheck::DimIndex:
+      if (args.size() >= 3 && args[0].isTensor() && args[1].isInt() && args[2].isTensor()) {
+        check_dim_index(base_name, args[0].toTensor(), args[1].toInt(), args[2].toTensor());
+      }
+      break;
+    case IndexCheck::Take:
+      if (args.size() >= 2 && args[0].isTensor() && args[1].isTensor()) {
+        check_take_index(args[0].toTensor(), args[1].toTensor());
+      }
+      break;
+    case IndexCheck::None:
+      break;
   }
 }
 

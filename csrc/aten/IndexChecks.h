@@ -3,6 +3,7 @@
 // tell you), for every op of the family alike.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 
 #include <string>
@@ -12,5 +13,16 @@ namespace torch_neuron {
 // `base_name` is the op name without namespace and overload ("index_select"); `args` are the
 // op's arguments on the stack, still neuron tensors.
 void check_index_bounds(const std::string& base_name, c10::ArrayRef<c10::IValue> args);
+
+// The same checks for callers that have the arguments typed.
+enum class IndexCheck {
+  None,
+  DimIndex,  // (self, dim, index, ...): index_select, gather, scatter*, index_add/copy/fill...
+  Take,      // (self, index): take, indices into the flattened tensor
+};
+IndexCheck index_check_for(const std::string& base_name);
+void check_dim_index(const std::string& op, const at::Tensor& self, int64_t dim,
+                     const at::Tensor& index);
+void check_take_index(const at::Tensor& self, const at::Tensor& index);
 
 }  // namespace torch_neuron

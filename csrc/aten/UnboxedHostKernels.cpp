@@ -1,21 +1,25 @@
 // Note [Unboxed host execution]
 // Host execution (Note [Host execution]) is one boxed kernel for every op: the dispatcher boxes
 // the arguments into IValues, run_on_host walks the schema, and the CPU kernel unboxes them
-// again. For 1-element tensors that generic walk costs about as much as the CPU kernel itself.
+// again. For 1-element tensors that generic walk costs about as much as the CPU kernel itself,
+// and dropping the boxed copies of tensors that Python owns makes PyTorch take the GIL (Note
+// [PyObject preservation for Tensor and Storages] in c10/util/intrusive_ptr.h).
 // The ops that dominate eager programs (elementwise arithmetic, activations, comparisons,
-// reductions, matmuls, softmax and their backward kernels) therefore get typed kernels made
-// from one template. They do exactly what run_on_host does, with the types known at compile
-// time: host views of the neuron arguments, the CPU kernel called unboxed inside
-// AllocateOnDevice, the result adopted as a neuron tensor, the op charged to the engines and
-// counted. Any call the typed kernel does not handle the same way (float64 narrowing, complex
-// dtypes, arguments sharing memory, mixed devices, non-scalar CPU tensors) goes to run_on_host
-// unchanged, so behaviour does not depend on which path ran.
+// reductions, matmuls, softmax, cat, gathers and scatters, and their backward kernels)
+// therefore get typed kernels made from one template. They do exactly what run_on_host does,
+// with the types known at compile time: index bounds checks, host views of the neuron arguments
+// (borrowed, never copied), the CPU kernel called unboxed inside AllocateOnDevice, the results
+// adopted as neuron tensors, the op charged to the engines and counted. Any call the typed
+// kernel does not handle the same way (float64 narrowing, complex dtypes, arguments sharing
+// memory, mixed devices, non-scalar CPU tensors) goes to run_on_host unchanged, so behaviour
+// does not depend on which path ran.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/MaybeOwned.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <array>
@@ -36,16 +40,21 @@
 #include <ATen/ops/bitwise_not_ops.h>
 #include <ATen/ops/bitwise_or_ops.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cos_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/exp_ops.h>
+#include <ATen/ops/gather_ops.h>
 #include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/gt_ops.h>
+#include <ATen/ops/index_add_ops.h>
+#include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/le_ops.h>
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/log_ops.h>
@@ -66,17 +75,20 @@
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ops/rsub_ops.h>
+#include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
 #include <ATen/ops/sin_ops.h>
+#include <ATen/ops/sort_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/topk_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
@@ -88,6 +100,7 @@
 #include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
 #include "aten/HostView.h"
+#include "aten/IndexChecks.h"
 #include "aten/OpCost.h"
 #include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
@@ -100,12 +113,12 @@ namespace {
 
 // What a typed kernel needs to know about its op, computed on its first call.
 struct UnboxedOpInfo {
-  std::string name;  // "aten::add.Tensor"
+  std::string name;       // "aten::add.Tensor"
+  std::string base_name;  // "add", for index check messages
   OpClass op_class;
+  IndexCheck index_check;  // what run_on_host checks before a GpSimd op
   OpCounter* counter;
   c10::OperatorHandle handle;  // for run_on_host
-  // Fallback ops and GpSimd ops (index checks) always take run_on_host.
-  bool typed_path;
 };
 
 template <class Op>
@@ -113,10 +126,12 @@ const UnboxedOpInfo& info_of() {
   static const UnboxedOpInfo info = [] {
     std::string name = Op::name;
     const OpClass op_class = classify_op(name);
+    std::string base_name = name.substr(6);  // without "aten::"
+    const IndexCheck index_check =
+        op_class == OpClass::GpSimd ? index_check_for(base_name) : IndexCheck::None;
     if (*Op::overload_name != '\0') name += std::string(".") + Op::overload_name;
     auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
-    return UnboxedOpInfo{name, op_class, &op_counter(name), handle,
-                         op_class != OpClass::Fallback && op_class != OpClass::GpSimd};
+    return UnboxedOpInfo{name, base_name, op_class, index_check, &op_counter(name), handle};
   }();
   return info;
 }
@@ -128,9 +143,13 @@ uint64_t nbytes(const at::Tensor& t) {
 }
 
 // The neuron tensors of one call (each once), their host views and the op's device, for an op
-// with `kTensors` tensor arguments, `kOptionalTensors` of them optional.
-template <size_t kTensors, size_t kOptionalTensors>
+// with `kTensors` tensor arguments (`kOptionalTensors` of them optional) and, for ops like cat,
+// one tensor list argument (`kTensorList`).
+template <size_t kTensors, size_t kOptionalTensors, bool kTensorList>
 class UnboxedRun {
+  // Room for the tensors without a heap allocation; a list may need more.
+  static constexpr size_t kInline = kTensorList ? kTensors + 8 : kTensors;
+
  public:
   using Borrow = c10::MaybeOwnedTraits<at::Tensor>;
 
@@ -138,7 +157,9 @@ class UnboxedRun {
   UnboxedRun(const UnboxedRun&) = delete;
   UnboxedRun& operator=(const UnboxedRun&) = delete;
   ~UnboxedRun() {
-    for (auto& view : optional_views_) view.reset();  // so that the views can be recycled
+    // Drop the extra references to the views, so that they can be recycled.
+    for (auto& view : optional_views_) view.reset();
+    list_views_.clear();
     for (size_t i = 0; i < count_; ++i) {
       Borrow::destroyBorrow(inputs_[i]);
       if (views_[i].defined() && views_[i].storage().unsafeGetStorageImpl() == aliases_[i]) {
@@ -165,8 +186,17 @@ class UnboxedRun {
       // Distinct tensors over one storage need one shared CPU alias: run_on_host makes it.
       if (inputs_[i].unsafeGetTensorImpl()->unsafe_storage().is_alias_of(storage)) return false;
     }
-    inputs_[count_++] = Borrow::createBorrow(t);
+    inputs_.push_back(Borrow::createBorrow(t));
+    views_.emplace_back();
+    aliases_.push_back(nullptr);
+    ++count_;
     input_bytes_ += nbytes(t);
+    return true;
+  }
+  bool admit(const at::ITensorListRef& list) {
+    for (const at::Tensor& t : list) {
+      if (!admit(t)) return false;
+    }
     return true;
   }
   bool admit(const std::optional<at::Tensor>& t) { return !t.has_value() || admit(*t); }
@@ -187,6 +217,10 @@ class UnboxedRun {
     std::optional<at::Tensor>& view = optional_views_[optional_count_++];
     view = view_of(*t);
     return view;
+  }
+  at::ITensorListRef to_host(const at::ITensorListRef& list) {
+    for (const at::Tensor& t : list) list_views_.push_back(view_of(t));
+    return at::ITensorListRef(list_views_);
   }
   template <class T>
   const T& to_host(const T& value) {
@@ -219,10 +253,11 @@ class UnboxedRun {
     return views_[i];
   }
 
-  std::array<at::Tensor, kTensors> inputs_;  // borrowed
-  std::array<at::Tensor, kTensors> views_;
-  std::array<c10::StorageImpl*, kTensors> aliases_{};
+  c10::SmallVector<at::Tensor, kInline> inputs_;  // borrowed
+  c10::SmallVector<at::Tensor, kInline> views_;
+  c10::SmallVector<c10::StorageImpl*, kInline> aliases_;
   std::array<std::optional<at::Tensor>, kOptionalTensors> optional_views_;
+  c10::SmallVector<at::Tensor, kTensorList ? 8 : 1> list_views_;
   size_t count_ = 0;
   size_t optional_count_ = 0;
   uint64_t input_bytes_ = 0;
@@ -265,11 +300,16 @@ constexpr bool is_plain_argument() {
   return std::is_arithmetic_v<U> || std::is_same_v<U, at::Scalar> ||
          std::is_same_v<U, std::optional<at::Scalar>> || std::is_same_v<U, at::IntArrayRef> ||
          std::is_same_v<U, at::OptionalIntArrayRef> ||
-         std::is_same_v<U, std::optional<int64_t>> ||
+         std::is_same_v<U, std::optional<int64_t>> || std::is_same_v<U, std::optional<bool>> ||
          std::is_same_v<U, std::optional<at::ScalarType>> || std::is_same_v<U, at::ScalarType> ||
          std::is_same_v<U, c10::string_view> ||
          std::is_same_v<U, std::optional<c10::string_view>> || std::is_same_v<U, c10::SymInt> ||
          std::is_same_v<U, c10::SymIntArrayRef> || is_bool_array<U>::value;
+}
+
+template <class T>
+constexpr bool is_tensor_list_argument() {
+  return std::is_same_v<Bare<T>, at::ITensorListRef>;
 }
 
 template <class T>
@@ -298,20 +338,70 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
   static_assert(std::is_same_v<Return, at::Tensor> || is_tensor_tuple<Return>::value ||
                     (in_place && std::is_same_v<First, at::Tensor&>),
                 "typed host kernels return new tensors or, in place, their first argument");
-  static_assert((is_tensor_argument<First>() || is_plain_argument<First>()) &&
-                    ((is_tensor_argument<Rest>() || is_plain_argument<Rest>()) && ...),
+  template <class T>
+  static constexpr bool supported() {
+    return is_tensor_argument<T>() || is_tensor_list_argument<T>() || is_plain_argument<T>();
+  }
+  static_assert(supported<First>() && (supported<Rest>() && ...),
                 "an argument type that only run_on_host handles");
+  static constexpr size_t kTensorLists =
+      (size_t{is_tensor_list_argument<First>()} + ... +
+       size_t{is_tensor_list_argument<Rest>()});
+  static_assert(kTensorLists <= 1, "one tensor list argument at most");
   static constexpr size_t kTensors =
       (size_t{is_tensor_argument<First>()} + ... + size_t{is_tensor_argument<Rest>()});
   static constexpr size_t kOptionalTensors =
       (size_t{is_optional_tensor_argument<First>()} + ... +
        size_t{is_optional_tensor_argument<Rest>()});
 
+  // Signatures the index checks understand: (self, dim, index, ...) and (self, index, ...).
+  template <size_t I>
+  using Arg = Bare<std::tuple_element_t<I, std::tuple<First, Rest...>>>;
+  static constexpr bool dim_index_signature() {
+    if constexpr (sizeof...(Rest) >= 2) {
+      return std::is_same_v<Arg<0>, at::Tensor> && std::is_same_v<Arg<1>, int64_t> &&
+             std::is_same_v<Arg<2>, at::Tensor>;
+    }
+    return false;
+  }
+  static constexpr bool take_signature() {
+    if constexpr (sizeof...(Rest) >= 1) {
+      return std::is_same_v<Arg<0>, at::Tensor> && std::is_same_v<Arg<1>, at::Tensor>;
+    }
+    return false;
+  }
+
+  // Fallback ops, and ops needing an index check this signature does not fit, go boxed.
+  static bool typed_path(const UnboxedOpInfo& info) {
+    switch (info.index_check) {
+      case IndexCheck::None: return info.op_class != OpClass::Fallback;
+      case IndexCheck::DimIndex: return dim_index_signature();
+      case IndexCheck::Take: return take_signature();
+    }
+    return false;
+  }
+
+  // The index checks run_on_host makes (IndexChecks.h), on the typed arguments.
+  static void check_indices(const UnboxedOpInfo& info, const First& first, const Rest&... rest) {
+    const auto args = std::forward_as_tuple(first, rest...);
+    if constexpr (dim_index_signature()) {
+      if (info.index_check == IndexCheck::DimIndex) {
+        check_dim_index(info.base_name, std::get<0>(args), std::get<1>(args), std::get<2>(args));
+      }
+    }
+    if constexpr (take_signature()) {
+      if (info.index_check == IndexCheck::Take) {
+        check_take_index(std::get<0>(args), std::get<1>(args));
+      }
+    }
+  }
+
   static Return call(c10::DispatchKeySet, First first, Rest... rest) {
     const UnboxedOpInfo& info = info_of<Op>();
-    if (info.typed_path) {
-      UnboxedRun<kTensors, kOptionalTensors> run;
+    if (typed_path(info)) {
+      UnboxedRun<kTensors, kOptionalTensors, kTensorLists == 1> run;
       if (run.admit(first) && (run.admit(rest) && ...) && run.device() >= 0) {
+        check_indices(info, first, rest...);
         const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
         if constexpr (in_place) {
           {
@@ -393,6 +483,16 @@ void register_unboxed_host_kernels(torch::Library& library) {
   register_unboxed<ops::addcmul_>(library);
   register_unboxed<ops::addcdiv_>(library);
   register_unboxed<ops::where_self>(library);
+  register_unboxed<ops::cat>(library);
+  // Gathers, scatters and sorts (GpSimdE), index bounds checked as in run_on_host.
+  register_unboxed<ops::index_select>(library);
+  register_unboxed<ops::gather>(library);
+  register_unboxed<ops::scatter_add>(library);
+  register_unboxed<ops::scatter_add_>(library);
+  register_unboxed<ops::index_add_>(library);
+  register_unboxed<ops::embedding_dense_backward>(library);
+  register_unboxed<ops::topk>(library);
+  register_unboxed<ops::sort_stable>(library);
   register_unboxed<ops::bitwise_and_Tensor>(library);
   register_unboxed<ops::bitwise_or_Tensor>(library);
   register_unboxed<ops::bitwise_not>(library);

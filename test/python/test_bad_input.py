@@ -161,6 +161,10 @@ def test_forked_child_before_neuron_use_can_use_neuron():
         0, torch.tensor([4], device="neuron"), 1.0), "index 4"),
     (lambda: torch.take(torch.randn(3, device="neuron"), torch.tensor([3], device="neuron")),
      "index 3"),
+    (lambda: torch.zeros(3, device="neuron").scatter_add_(
+        0, torch.tensor([0, 3], device="neuron"), torch.ones(2, device="neuron")), "index 3"),
+    (lambda: torch.zeros(3, 2, device="neuron").index_add_(
+        0, torch.tensor([-4], device="neuron"), torch.ones(1, 2, device="neuron")), "index -4"),
     # Large, strided and int32 indices take the other ways of finding the extremes.
     (lambda: torch.randn(3, device="neuron").index_select(
         0, torch.cat([torch.zeros(5000, dtype=torch.long), torch.tensor([7])]).to("neuron")),
@@ -169,7 +173,8 @@ def test_forked_child_before_neuron_use_can_use_neuron():
         0, torch.tensor([[0, 1], [8, 2]], device="neuron").t()[0]), "index 8"),
     (lambda: torch.randn(3, device="neuron").index_select(
         0, torch.tensor([1, -2], dtype=torch.int32, device="neuron")), "index -2"),
-], ids=["embedding", "gather", "index_select", "scatter_", "take", "large", "strided", "int"])
+], ids=["embedding", "gather", "index_select", "scatter_", "take", "scatter_add_", "index_add_",
+        "large", "strided", "int"])
 def test_index_out_of_range_raises_index_error(call, bad):
     with pytest.raises(IndexError, match=bad) as info:
         call()

@@ -45,6 +45,16 @@ SAMPLES = {
     "aten::addcdiv_": lambda: T(3, 4).addcdiv_(T(3, 4), pos(3, 4), value=-2),
     "aten::where.self": lambda: torch.where(T(3, 4) > 0, T(3, 4), T(3, 4)),
     "aten::masked_fill_.Scalar": lambda: T(3, 4).masked_fill_(T(3, 4) > 0, -1.0),
+    "aten::cat": lambda: torch.cat([T(2, 3), T(4, 3), T(0, 3), T(1, 3)]),
+    "aten::index_select": lambda: T(5, 3).index_select(0, torch.tensor([4, 0, 4])),
+    "aten::gather": lambda: torch.gather(T(3, 4), 1, torch.randint(4, (3, 2))),
+    "aten::scatter_add": lambda: torch.scatter_add(T(3, 4), 0, torch.randint(3, (2, 4)), T(2, 4)),
+    "aten::scatter_add_": lambda: T(5).scatter_add_(0, torch.tensor([1, 1, 3]), T(3)),
+    "aten::index_add_": lambda: T(5, 2).index_add_(0, torch.tensor([4, 4]), T(2, 2), alpha=2),
+    "aten::embedding_dense_backward": lambda: torch.ops.aten.embedding_dense_backward(
+        T(3, 4), torch.tensor([1, 1, 0]), 5, -1, False),
+    "aten::topk": lambda: torch.topk(T(3, 6), 2, dim=1),
+    "aten::sort.stable": lambda: torch.sort(torch.randint(4, (3, 6)), dim=1, stable=True),
     "aten::bitwise_and.Tensor": lambda: torch.randint(9, (3, 4)) & torch.randint(9, (4,)),
     "aten::bitwise_or.Tensor": lambda: torch.randint(9, (3, 4)) | torch.randint(9, (3, 4)),
     "aten::bitwise_not": lambda: ~(T(3, 4) > 0),
@@ -107,13 +117,14 @@ SAMPLES = {
 def run_recorded(sample, device):
     """Runs `sample` with its tensor factories producing tensors on `device` (same values)."""
     torch.manual_seed(0)
-    real_randn, real_rand, real_randint = torch.randn, torch.rand, torch.randint
-    moved = lambda make: lambda *a, **k: make(*a, **k).to(device)  # noqa: E731
-    torch.randn, torch.rand, torch.randint = moved(real_randn), moved(real_rand), moved(real_randint)
+    factories = {name: getattr(torch, name) for name in ["randn", "rand", "randint", "tensor"]}
+    for name, make in factories.items():
+        setattr(torch, name, lambda *a, make=make, **k: make(*a, **k).to(device))
     try:
         return sample()
     finally:
-        torch.randn, torch.rand, torch.randint = real_randn, real_rand, real_randint
+        for name, make in factories.items():
+            setattr(torch, name, make)
 
 
 def test_the_typed_ops_are_registered():
@@ -150,6 +161,16 @@ def test_same_tensor_twice():
     n = x.to("neuron")
     assert torch.equal((n * n).cpu(), x * x)
     assert torch.equal(n.add_(n).cpu(), x.add_(x))
+
+
+def test_cat_of_many_and_of_repeated_tensors():
+    parts = [torch.randn(1, 3) for _ in range(20)]
+    neuron_parts = [p.to("neuron") for p in parts]
+    assert torch.equal(torch.cat(neuron_parts).cpu(), torch.cat(parts))
+    x = torch.randn(2, 2)
+    n = x.to("neuron")
+    assert torch.equal(torch.cat([n, n, n[1:]]).cpu(), torch.cat([x, x, x[1:]]))
+    assert torch.equal(torch.stack([n, n]).cpu(), torch.stack([x, x]))
 
 
 def test_cpu_scalar_tensor_joins():

@@ -46,12 +46,16 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     src_view.unsafeGetTensorImpl()->set_storage_keep_dtype(dst_view.storage());
   }
   dst_view.copy_(src_view, non_blocking);
+  // The source first: it may hold the destination's alias, which then is recycled too.
+  recycle_host_view(std::move(src_view));
+  recycle_host_view(std::move(dst_view));
   const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
   const double ns = trnsim::copy_duration_ns(system().instance(), kind, bytes);
-  queue.launch("aten::copy_", transfer_cost(ns, bytes), ns,
+  static const OpHandle op("aten::copy_");
+  queue.launch(op.name, transfer_cost(ns, bytes), ns,
                trnsim::tracing_enabled() ? describe_tensors({self}) + " -> " + dst.device().str()
                                          : std::string());
-  count_executed_op("aten::copy_");
+  ++op.counter->executed;
   return dst;
 }
 

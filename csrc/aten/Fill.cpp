@@ -19,8 +19,11 @@ namespace torch_neuron {
 namespace {
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
-  host_view(self).fill_(value);
-  launch_streaming("aten::fill_", self, self.nbytes());
+  at::Tensor view = host_view(self);
+  view.fill_(value);
+  recycle_host_view(std::move(view));
+  static const OpHandle op("aten::fill_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 
@@ -39,9 +42,9 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   const uint64_t bytes = self.element_size();
   const double ns =
       trnsim::copy_duration_ns(system().instance(), trnsim::CopyKind::DeviceToHost, bytes);
-  current_queue(self.device().index())
-      .launch("aten::_local_scalar_dense", transfer_cost(ns, bytes), ns, std::string());
-  count_executed_op("aten::_local_scalar_dense");
+  static const OpHandle op("aten::_local_scalar_dense");
+  current_queue(self.device().index()).launch(op.name, transfer_cost(ns, bytes), ns, std::string());
+  ++op.counter->executed;
   return at::_local_scalar_dense(host_view(self));
 }
 

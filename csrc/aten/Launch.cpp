@@ -9,13 +9,13 @@
 
 namespace torch_neuron {
 
-void launch_streaming(const char* op_name, const at::Tensor& tensor, uint64_t bytes) {
+void launch_streaming(const OpHandle& op, const at::Tensor& tensor, uint64_t bytes) {
   const auto device = tensor.device().index();
   const auto elements = static_cast<uint64_t>(tensor.numel());
   current_queue(device).launch(
-      op_name, trnsim::streaming_cost(system().instance(), trnsim::Engine::Vector, elements, bytes),
+      op.name, trnsim::streaming_cost(system().instance(), trnsim::Engine::Vector, elements, bytes),
       trnsim::tracing_enabled() ? describe_tensors({tensor}) : std::string());
-  count_executed_op(op_name);
+  ++op.counter->executed;
 }
 
 }  // namespace torch_neuron

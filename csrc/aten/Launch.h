@@ -7,8 +7,10 @@
 
 #include <cstdint>
 
+#include "aten/OpTracking.h"
+
 namespace torch_neuron {
 
-void launch_streaming(const char* op_name, const at::Tensor& tensor, uint64_t bytes);
+void launch_streaming(const OpHandle& op, const at::Tensor& tensor, uint64_t bytes);
 
 }  // namespace torch_neuron

@@ -16,6 +16,14 @@ struct OpCounter {
 };
 
 OpCounter& op_counter(const std::string& name);
+
+// An op's name and counter, looked up once: kernels that launch and count themselves keep one
+// in a static (`static const OpHandle op("aten::fill_");`), so that a launch costs no lookup.
+struct OpHandle {
+  explicit OpHandle(const char* op_name) : name(op_name), counter(&op_counter(name)) {}
+  std::string name;
+  OpCounter* counter;
+};
 void count_executed_op(const std::string& name);
 void count_fallback_op(const std::string& name);
 std::map<std::string, int64_t> executed_ops();

@@ -21,38 +21,44 @@ const at::Generator& gen_for(const at::Tensor& self, const std::optional<at::Gen
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   host_view(self).normal_(mean, std, gen_for(self, gen));
-  launch_streaming("aten::normal_", self, self.nbytes());
+  static const OpHandle op("aten::normal_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   host_view(self).uniform_(from, to, gen_for(self, gen));
-  launch_streaming("aten::uniform_", self, self.nbytes());
+  static const OpHandle op("aten::uniform_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
   host_view(self).random_(gen_for(self, gen));
-  launch_streaming("aten::random_", self, self.nbytes());
+  static const OpHandle op("aten::random_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
   host_view(self).random_(to, gen_for(self, gen));
-  launch_streaming("aten::random_", self, self.nbytes());
+  static const OpHandle op("aten::random_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                         std::optional<at::Generator> gen) {
   host_view(self).random_(from, to, gen_for(self, gen));
-  launch_streaming("aten::random_", self, self.nbytes());
+  static const OpHandle op("aten::random_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   host_view(self).bernoulli_(p, gen_for(self, gen));
-  launch_streaming("aten::bernoulli_", self, self.nbytes());
+  static const OpHandle op("aten::bernoulli_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 
@@ -63,13 +69,15 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
               "bernoulli_: the probabilities are on ", p.device(), " but the tensor is on ",
               self.device());
   host_view(self).bernoulli_(host_view(p), gen_for(self, gen));
-  launch_streaming("aten::bernoulli_", self, self.nbytes() + p.nbytes());
+  static const OpHandle op("aten::bernoulli_");
+  launch_streaming(op, self, self.nbytes() + p.nbytes());
   return self;
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   host_view(self).exponential_(lambd, gen_for(self, gen));
-  launch_streaming("aten::exponential_", self, self.nbytes());
+  static const OpHandle op("aten::exponential_");
+  launch_streaming(op, self, self.nbytes());
   return self;
 }
 

@@ -59,6 +59,10 @@ OpClass classify_op(const std::string& full_name) {
                           "bincount", "put", "grid_sampler", "max_pool", "max_unpool"})) {
     return OpClass::GpSimd;
   }
+  // Membership is a search; the other is* ops are elementwise tests (not the sine their names
+  // contain).
+  if (name == "isin") return OpClass::GpSimd;
+  if (name.rfind("is", 0) == 0) return OpClass::Vector;
   if (name.rfind("logical", 0) == 0) return OpClass::Vector;
   if (contains_any(name, {"exp", "log", "tanh", "sigmoid", "gelu", "silu", "mish", "elu",
                           "softplus", "softmax", "erf", "sin", "cos", "tan", "sqrt", "pow",

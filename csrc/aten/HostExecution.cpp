@@ -25,8 +25,8 @@
 #include <torch/library.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <typeinfo>
 #include <unordered_map>
@@ -69,18 +69,20 @@ struct OpInfo {
 // Name, class and counter per operator, computed once (schemas live as long as the process).
 // Each thread remembers the operators it ran in a direct-mapped table (no lock, no hashing
 // division), so the common case is one comparison; a miss looks in the shared table.
+struct RecentOp {
+  const c10::FunctionSchema* schema = nullptr;
+  const OpInfo* info = nullptr;
+};
+constexpr size_t kRecentSlots = 256;  // more than the distinct ops of a typical model
+using RecentOps = std::array<RecentOp, kRecentSlots>;
+
 const OpInfo& info_for(const c10::OperatorHandle& op) {
   const auto* schema = &op.schema();
-  struct Recent {
-    const c10::FunctionSchema* schema = nullptr;
-    const OpInfo* info = nullptr;
-  };
-  constexpr size_t kRecentSlots = 256;  // more than the distinct ops of a typical model
-  // On the heap: the library's thread_locals must stay small (Note [Per-op thread locals]).
-  TORCH_NEURON_THREAD_LOCAL std::unique_ptr<std::array<Recent, kRecentSlots>> recent;
-  if (recent == nullptr) recent = std::make_unique<std::array<Recent, kRecentSlots>>();
-  // Schemas are heap objects at least 16 bytes apart: the low bits carry no information.
-  Recent& slot = (*recent)[(reinterpret_cast<uintptr_t>(schema) >> 4) % kRecentSlots];
+  // Per thread and on the heap: the library's thread_locals must stay small (Note [Per-op
+  // thread locals]). Schemas are heap objects at least 16 bytes apart: the low bits carry no
+  // information.
+  RecentOp& slot = per_thread<RecentOps, RecentOp>()[(reinterpret_cast<uintptr_t>(schema) >> 4) %
+                                                     kRecentSlots];
   if (slot.schema == schema) return *slot.info;
   static std::mutex mutex;
   static auto* shared = new std::unordered_map<const c10::FunctionSchema*, OpInfo>();
@@ -481,6 +483,10 @@ namespace torch_neuron {
 // Registering host execution for exactly those ops makes neuron match CPU bit for bit. The
 // _foreach_ ops (composite loops only) are registered too, to run as one op per list.
 void register_host_kernels() {
+  // Asked on every tensor creation: an atomic load after the first call (std::call_once alone
+  // would also set two thread-locals per call).
+  static std::atomic<bool> done{false};
+  if (done.load(std::memory_order_acquire)) return;
   static std::once_flag once;
   std::call_once(once, [] {
     static auto* library = new torch::Library(torch::Library::IMPL, "aten",
@@ -505,6 +511,7 @@ void register_host_kernels() {
       library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
     }
   });
+  done.store(true, std::memory_order_release);
 }
 
 }  // namespace torch_neuron

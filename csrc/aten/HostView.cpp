@@ -19,7 +19,8 @@ namespace {
 // so views that nothing else holds on to are kept per thread and re-dressed for the next op.
 // A view is kept only when re-dressing makes it indistinguishable from a new one.
 constexpr size_t kMaxSpareViews = 16;
-TORCH_NEURON_THREAD_LOCAL std::vector<at::Tensor> spare_views;
+struct SpareViewsTag;
+std::vector<at::Tensor>& spare_views() { return per_thread<std::vector<at::Tensor>, SpareViewsTag>(); }
 
 // A non-owning CPU DataPtr over the bytes of `storage` (the neuron storage owns them).
 c10::DataPtr alias_data(const c10::Storage& storage) {
@@ -45,9 +46,10 @@ bool same_sizes_and_strides(const at::Tensor& a, const at::Tensor& b) {
 // A spare view re-dressed as a view of `tensor`, or an undefined tensor when there is none.
 at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
   // A view made in another inference mode has other dispatch keys than a new one would.
-  while (!spare_views.empty()) {
-    at::Tensor view = std::move(spare_views.back());
-    spare_views.pop_back();
+  auto& spares = spare_views();
+  while (!spares.empty()) {
+    at::Tensor view = std::move(spares.back());
+    spares.pop_back();
     auto* impl = view.unsafeGetTensorImpl();
     if (impl->is_inference() != c10::InferenceMode::is_enabled()) continue;
     const c10::Storage& storage = tensor.storage();
@@ -87,7 +89,8 @@ at::Tensor host_view(const at::Tensor& tensor, bool resizable) {
 }
 
 void recycle_host_view(at::Tensor view) {
-  if (spare_views.size() >= kMaxSpareViews || !view.defined()) return;
+  auto& spares = spare_views();
+  if (spares.size() >= kMaxSpareViews || !view.defined()) return;
   const c10::TensorImpl* impl = view.unsafeGetTensorImpl();
   const c10::StorageImpl* alias = impl->storage().unsafeGetStorageImpl();
   if (alias == nullptr) return;
@@ -109,7 +112,7 @@ void recycle_host_view(at::Tensor view) {
       !impl->allow_tensor_metadata_change() || impl->has_symbolic_sizes_strides()) {
     return;
   }
-  spare_views.push_back(std::move(view));
+  spares.push_back(std::move(view));
 }
 
 at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {

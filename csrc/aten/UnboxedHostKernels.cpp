@@ -147,8 +147,9 @@ uint64_t nbytes(const at::Tensor& t) {
 // one tensor list argument (`kTensorList`).
 template <size_t kTensors, size_t kOptionalTensors, bool kTensorList>
 class UnboxedRun {
-  // Room for the tensors without a heap allocation; a list may need more.
-  static constexpr size_t kInline = kTensorList ? kTensors + 8 : kTensors;
+  // Fixed room: longer tensor lists (cat of many tensors) take run_on_host.
+  static constexpr size_t kMaxListTensors = 16;
+  static constexpr size_t kCapacity = kTensors + (kTensorList ? kMaxListTensors : 0);
 
  public:
   using Borrow = c10::MaybeOwnedTraits<at::Tensor>;
@@ -186,10 +187,8 @@ class UnboxedRun {
       // Distinct tensors over one storage need one shared CPU alias: run_on_host makes it.
       if (inputs_[i].unsafeGetTensorImpl()->unsafe_storage().is_alias_of(storage)) return false;
     }
-    inputs_.push_back(Borrow::createBorrow(t));
-    views_.emplace_back();
-    aliases_.push_back(nullptr);
-    ++count_;
+    if (count_ == kCapacity) return false;
+    inputs_[count_++] = Borrow::createBorrow(t);
     input_bytes_ += nbytes(t);
     return true;
   }
@@ -253,11 +252,11 @@ class UnboxedRun {
     return views_[i];
   }
 
-  c10::SmallVector<at::Tensor, kInline> inputs_;  // borrowed
-  c10::SmallVector<at::Tensor, kInline> views_;
-  c10::SmallVector<c10::StorageImpl*, kInline> aliases_;
+  std::array<at::Tensor, kCapacity> inputs_;  // borrowed
+  std::array<at::Tensor, kCapacity> views_;
+  std::array<c10::StorageImpl*, kCapacity> aliases_{};
   std::array<std::optional<at::Tensor>, kOptionalTensors> optional_views_;
-  c10::SmallVector<at::Tensor, kTensorList ? 8 : 1> list_views_;
+  c10::SmallVector<at::Tensor, kTensorList ? kMaxListTensors : 1> list_views_;
   size_t count_ = 0;
   size_t optional_count_ = 0;
   uint64_t input_bytes_ = 0;

@@ -70,8 +70,12 @@ trnsim::Device& device(c10::DeviceIndex index) {
               "'forkserver' start method (torch.multiprocessing.set_start_method('spawn')).");
   check_device_index(index);
   // The first real use of a device makes later forks unable to use it (see in_bad_fork).
-  static std::once_flag fork_handler;
-  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &mark_child_as_bad_fork); });
+  static std::atomic<bool> armed{false};
+  if (!armed.load(std::memory_order_acquire)) {
+    static std::once_flag fork_handler;
+    std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &mark_child_as_bad_fork); });
+    armed.store(true, std::memory_order_release);
+  }
   return system().device(index);
 }
 

@@ -19,11 +19,15 @@ struct CurrentStream {
 };
 
 // Per device; grown on demand. A slot exists only for a device index that was checked.
-TORCH_NEURON_THREAD_LOCAL std::vector<CurrentStream> tls_current;
+struct CurrentStreamsTag;
+std::vector<CurrentStream>& current_streams() {
+  return per_thread<std::vector<CurrentStream>, CurrentStreamsTag>();
+}
 
 CurrentStream& current_slot(c10::DeviceIndex index) {
-  if (tls_current.size() <= static_cast<size_t>(index)) tls_current.resize(index + 1);
-  return tls_current[index];
+  auto& streams = current_streams();
+  if (streams.size() <= static_cast<size_t>(index)) streams.resize(index + 1);
+  return streams[index];
 }
 
 }  // namespace
@@ -37,8 +41,9 @@ c10::Stream default_stream(c10::DeviceIndex index) {
 c10::Stream current_stream(c10::DeviceIndex index) {
   index = resolve_device(index);
   // A slot exists only for a checked index (asked for every allocation: keep it short).
-  if (static_cast<size_t>(index) < tls_current.size()) {
-    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), tls_current[index].id);
+  const auto& streams = current_streams();
+  if (static_cast<size_t>(index) < streams.size()) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), streams[index].id);
   }
   check_device_index(index);
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), current_slot(index).id);
@@ -68,8 +73,9 @@ trnsim::Queue& queue_of(const c10::Stream& stream) {
 trnsim::Queue& current_queue(c10::DeviceIndex index) {
   index = resolve_device(index);
   // A forked child must still get device()'s error, so the cached queue is not used there.
-  if (static_cast<size_t>(index) < tls_current.size() && !in_bad_fork()) {
-    if (trnsim::Queue* queue = tls_current[index].queue) return *queue;
+  const auto& streams = current_streams();
+  if (static_cast<size_t>(index) < streams.size() && !in_bad_fork()) {
+    if (trnsim::Queue* queue = streams[index].queue) return *queue;
   }
   trnsim::Queue& queue = queue_of(current_stream(index));
   current_slot(index).queue = &queue;

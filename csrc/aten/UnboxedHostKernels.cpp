@@ -291,8 +291,9 @@ struct is_bool_array : std::false_type {};
 template <size_t N>
 struct is_bool_array<std::array<bool, N>> : std::true_type {};
 
-// Argument types the typed kernel passes through untouched. Anything else (generators, devices,
-// tensor lists) needs run_on_host's handling, so such ops cannot be listed.
+// Argument types the typed kernel passes through untouched. Tensors, optional tensors and one
+// tensor list are converted; anything else (generators, devices, lists of optional tensors)
+// needs run_on_host's handling, so such ops cannot be listed.
 template <class T>
 constexpr bool is_plain_argument() {
   using U = Bare<T>;

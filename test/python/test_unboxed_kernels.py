@@ -6,6 +6,7 @@ kernel."""
 
 import copy
 import struct
+import threading
 import warnings
 from pathlib import Path
 
@@ -291,3 +292,33 @@ def test_thread_locals_stay_small():
     # Note [Per-op thread locals]: initial-exec TLS must fit glibc's static TLS reserve.
     library = Path(torch_neuron.__file__).parent / "lib" / "libtorch_neuron.so"
     assert 0 < tls_segment_size(library) <= 256
+
+
+def test_threads_running_typed_ops_at_once():
+    # Ops run without the GIL: spare views are per thread, the allocator and the queue clock are
+    # shared, and each thread must still get the CPU's answers.
+    errors = []
+
+    def work(seed):
+        try:
+            g = torch.Generator().manual_seed(seed)
+            x, w = torch.randn(32, 32, generator=g), torch.randn(32, 32, generator=g)
+            nx, nw = x.to("neuron"), w.to("neuron")
+            index = torch.tensor([3, 1])
+            for _ in range(100):
+                got = torch.softmax(torch.relu(nx @ nw + 1) * 0.5, -1).sum(0)
+                picked = torch.cat([nx.index_select(0, index.to("neuron")), nw[:1]])
+                if not (torch.equal(got.cpu(), torch.softmax(torch.relu(x @ w + 1) * 0.5,
+                                                             -1).sum(0)) and
+                        torch.equal(picked.cpu(), torch.cat([x.index_select(0, index), w[:1]]))):
+                    errors.append(f"thread {seed}: wrong result")
+                    return
+        except Exception as e:  # reported below, with the thread it came from
+            errors.append(f"thread {seed}: {e!r}")
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

@@ -27,23 +27,23 @@ double Queue::launch(const std::string& name, const OpCost& cost, std::string de
 double Queue::launch(const std::string& name, const OpCost& cost, double duration_ns,
                      std::string detail) {
   if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
-  if (!tracing_.load(std::memory_order_relaxed) && !global_tracing.load(std::memory_order_relaxed)) {
-    // The common case takes no lock: one compare-and-swap advances the clock.
-    double start = clock_ns_.load(std::memory_order_relaxed);
-    while (!clock_ns_.compare_exchange_weak(start, start + duration_ns,
-                                            std::memory_order_acq_rel)) {
-    }
-    return start + duration_ns;
-  }
+  const bool tracing =
+      tracing_.load(std::memory_order_relaxed) || global_tracing.load(std::memory_order_relaxed);
+  if (!tracing) return advance_clock(duration_ns) + duration_ns;  // the common case: no lock
   // Tracing: the lock keeps trace records in clock order.
   std::lock_guard<std::mutex> lock(mutex_);
+  const double start = advance_clock(duration_ns);
+  trace_.push_back({name, device_, id_, start, duration_ns, cost.engine_ns, cost.flops,
+                    cost.bytes, std::move(detail)});
+  return start + duration_ns;
+}
+
+double Queue::advance_clock(double duration_ns) {
   double start = clock_ns_.load(std::memory_order_relaxed);
   while (!clock_ns_.compare_exchange_weak(start, start + duration_ns,
                                           std::memory_order_acq_rel)) {
   }
-  trace_.push_back({name, device_, id_, start, duration_ns, cost.engine_ns, cost.flops,
-                    cost.bytes, std::move(detail)});
-  return start + duration_ns;
+  return start;
 }
 
 void Queue::wait_until(double t_ns) {

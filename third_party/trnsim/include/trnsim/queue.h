@@ -57,6 +57,9 @@ class Queue {
   std::vector<TraceRecord> take_trace();
 
  private:
+  // Moves the clock `duration_ns` forward with one compare-and-swap; returns the work's start.
+  double advance_clock(double duration_ns);
+
   int device_, id_;
   mutable std::mutex mutex_;  // guards the trace (and orders launches while tracing)
   // Advanced by compare-and-swap, so that launches from several threads are serialized without

@@ -37,6 +37,17 @@ def run_python_json(code, env=None):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def simulated_elapsed_ns(fn):
+    """Simulated device time that `fn` adds to the current neuron device's clock."""
+    import torch
+
+    torch.neuron.synchronize()
+    start = torch.neuron.simulated_time_ns()
+    fn()
+    torch.neuron.synchronize()
+    return torch.neuron.simulated_time_ns() - start
+
+
 @pytest.fixture(autouse=True)
 def _restore_neuron_state():
     yield

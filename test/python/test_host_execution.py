@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuron
+from conftest import simulated_elapsed_ns
 
 
 def assert_same(got, want):
@@ -660,14 +661,6 @@ def test_scaled_dot_product_attention_with_mask_matches_cpu():
 # The simulated clock ---------------------------------------------------------------------------
 
 
-def elapsed_ns(fn):
-    torch.neuron.synchronize()
-    start = torch.neuron.simulated_time_ns()
-    fn()
-    torch.neuron.synchronize()
-    return torch.neuron.simulated_time_ns() - start
-
-
 @pytest.mark.parametrize("op", [
     lambda x: x + 1,
     lambda x: torch.relu(x),
@@ -678,15 +671,15 @@ def elapsed_ns(fn):
 ], ids=["add", "relu", "sum", "mm", "sort", "softmax"])
 def test_device_ops_advance_the_clock(op):
     x = torch.randn(64, 64, device="neuron")
-    assert elapsed_ns(lambda: op(x)) > 0
+    assert simulated_elapsed_ns(lambda: op(x)) > 0
 
 
 def test_fp32_matmul_is_slower_than_bf16():
     # TensorE runs fp32 at a quarter of the bf16 rate.
     a = torch.randn(2048, 2048, device="neuron")
     b = a.bfloat16()
-    fp32 = elapsed_ns(lambda: torch.mm(a, a))
-    bf16 = elapsed_ns(lambda: torch.mm(b, b))
+    fp32 = simulated_elapsed_ns(lambda: torch.mm(a, a))
+    bf16 = simulated_elapsed_ns(lambda: torch.mm(b, b))
     assert bf16 > 0
     assert fp32 > 2 * bf16
 
@@ -694,5 +687,6 @@ def test_fp32_matmul_is_slower_than_bf16():
 def test_bigger_ops_take_longer():
     small = torch.randn(64, 64, device="neuron")
     big = torch.randn(1024, 1024, device="neuron")
-    assert elapsed_ns(lambda: big + 1) > elapsed_ns(lambda: small + 1)
-    assert elapsed_ns(lambda: torch.mm(big, big)) > elapsed_ns(lambda: torch.mm(small, small))
+    elapsed = simulated_elapsed_ns
+    assert elapsed(lambda: big + 1) > elapsed(lambda: small + 1)
+    assert elapsed(lambda: torch.mm(big, big)) > elapsed(lambda: torch.mm(small, small))

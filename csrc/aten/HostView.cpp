@@ -20,7 +20,9 @@ namespace {
 // A view is kept only when re-dressing makes it indistinguishable from a new one.
 constexpr size_t kMaxSpareViews = 16;
 struct SpareViewsTag;
-std::vector<at::Tensor>& spare_views() { return per_thread<std::vector<at::Tensor>, SpareViewsTag>(); }
+std::vector<at::Tensor>& spare_views() {
+  return per_thread<std::vector<at::Tensor>, SpareViewsTag>();
+}
 
 // A non-owning CPU DataPtr over the bytes of `storage` (the neuron storage owns them).
 c10::DataPtr alias_data(const c10::Storage& storage) {

@@ -445,16 +445,14 @@ std::vector<std::string>& registered_ops() {
 
 template <class Op>
 void register_unboxed(torch::Library& library) {
-  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+  const UnboxedOpInfo& info = info_of<Op>();
   // Only ops whose CPU kernel is a real kernel: composite ones decompose into these anyway.
-  if (op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-      !op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+  if (info.handle.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+      !info.handle.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
     return;
   }
-  std::string name = std::string(Op::name).substr(6);  // without "aten::"
-  if (*Op::overload_name != '\0') name += std::string(".") + Op::overload_name;
-  library.impl(name.c_str(), TORCH_FN(UnboxedHostKernel<Op>::call));
-  registered_ops().push_back("aten::" + name);
+  library.impl(info.name.substr(6).c_str(), TORCH_FN(UnboxedHostKernel<Op>::call));  // no aten::
+  registered_ops().push_back(info.name);
 }
 
 }  // namespace

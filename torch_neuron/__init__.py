@@ -23,6 +23,7 @@ import time as _time
 import torch as _torch
 
 from torch_neuron import _C
+from torch_neuron import distributed
 from torch_neuron import neuron
 from torch_neuron import profiler
 from torch_neuron._dtype_policy import (get_complex_decompose, get_float64_mode,
@@ -43,6 +44,7 @@ _torch.utils.generate_methods_for_privateuse1_backend(
 # torch.autocast("neuron") computes in bfloat16 unless told otherwise: Trainium's native
 # low-precision type (TorchNeuron's default too).
 _torch.set_autocast_dtype("neuron", _torch.bfloat16)
+distributed._register()
 
 
 def _let_autograd_threads_settle():
@@ -61,6 +63,7 @@ cmake_prefix_path = _os.path.join(_os.path.dirname(__file__), "share", "cmake")
 
 __all__ = [
     "neuron",
+    "distributed",
     "profiler",
     "get_executed_ops",
     "get_fallback_ops",

@@ -12,6 +12,7 @@
 #include "aten/HostExecution.h"
 #include "aten/OpTracking.h"
 #include "profiler/SimulationOverhead.h"
+#include "python/Distributed.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
 #include "runtime/Generator.h"
@@ -136,4 +137,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));
   m.def("_set_fallback_error", wrap_pybind_function(&set_fallback_error));
   m.def("_fallback_is_error", wrap_pybind_function(&fallback_is_error));
+  m.def("_first_collective_stream", [] { return kFirstCollectiveStream; });
+  bind_distributed(m);
 }

@@ -62,11 +62,23 @@ c10::Stream stream_from_pool(c10::DeviceIndex index) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), id);
 }
 
+c10::Stream collective_stream(c10::DeviceIndex index, int slot) {
+  check_device_index(index);
+  const auto id = kFirstCollectiveStream + slot % kCollectiveStreamCount;
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, index), id);
+}
+
+bool is_collective_stream(c10::StreamId id) {
+  return id >= kFirstCollectiveStream && id < kFirstCollectiveStream + kCollectiveStreamCount;
+}
+
 trnsim::Queue& queue_of(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == kNeuron, "expected a neuron stream, got a stream of ",
               stream.device());
-  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kStreamPoolSize, "invalid neuron stream id ",
-              stream.id(), "; create streams with torch.neuron.Stream()");
+  TORCH_CHECK((stream.id() >= 0 && stream.id() <= kStreamPoolSize) ||
+                  is_collective_stream(stream.id()),
+              "invalid neuron stream id ", stream.id(),
+              "; create streams with torch.neuron.Stream()");
   return device(stream.device_index()).queue(static_cast<int>(stream.id()));
 }
 

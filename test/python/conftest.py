@@ -59,3 +59,71 @@ def _restore_neuron_state():
         for i in range(torch.neuron.device_count()):
             torch.neuron.set_stream(torch.neuron.default_stream(i))
         torch.neuron.set_device(0)
+
+
+DISTRIBUTED_DIR = os.path.join(os.path.dirname(__file__), "distributed")
+
+
+def free_loopback_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def loopback_env(env=None):
+    """The environment of a multi-process test: this machine's loopback only, one thread per
+    rank, none of the neuron variables unless the test sets them."""
+    full_env = {k: v for k, v in os.environ.items() if k not in NEURON_ENV_VARS}
+    full_env.update({"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo",
+                     "OMP_NUM_THREADS": "1"})
+    full_env.update(env or {})
+    return full_env
+
+
+def run_process_group(command, env=None, timeout=240):
+    """Runs `command` (a launcher and its ranks) in a session of its own; on timeout the whole
+    session is killed, so no rank outlives the test. Returns the CompletedProcess."""
+    import signal
+
+    proc = subprocess.Popen(command, env=loopback_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"timed out after {timeout} s\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # stragglers of a failed run
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+
+
+def run_torchrun(script, nproc, args=(), env=None, timeout=240, nnodes=1):
+    """Launches `script` (a file in test/python/distributed unless a path) with torchrun on
+    loopback; nnodes > 1 starts one torchrun agent per simulated instance."""
+    path = script if os.path.isabs(script) else os.path.join(DISTRIBUTED_DIR, script)
+    port = free_loopback_port()
+    agents = []
+    for node in range(nnodes):
+        agents.append(
+            [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+             f"--nnodes={nnodes}", f"--node-rank={node}", "--master-addr=127.0.0.1",
+             f"--master-port={port}", path, *args])
+    if nnodes == 1:
+        return run_process_group(agents[0], env, timeout)
+    # Several agents: one shell session runs them all, so a timeout kills every rank.
+    import shlex
+
+    starts = "".join(f"{shlex.join(agent)} & p{i}=$!; " for i, agent in enumerate(agents))
+    waits = "".join(f"wait $p{i} || s=1; " for i in range(nnodes))
+    return run_process_group(["bash", "-c", f"{starts}s=0; {waits}exit $s"], env, timeout)
+
+
+def assert_ok(result):
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return result

@@ -15,11 +15,13 @@ const ChipSpec kTrainium1{
     /*dma_engines_per_core=*/16};
 
 // Trainium2, NeuronCore-v3: Trn2 architecture page. FP8 runs at twice the BF16 rate.
+// NeuronLink-v3: 1,024 GB/s per chip within an instance (Trn2 page, "Intra-instance NeuronLink-v3
+// bandwidth"; the 256 GB/s inter-instance links of an UltraServer are not modelled).
 const ChipSpec kTrainium2{
     "Trainium2", "NeuronCore-v3", /*physical_cores=*/8,
     /*tensor_ghz=*/2.4, /*vector_ghz=*/0.96, /*scalar_ghz=*/1.2, /*gpsimd_ghz=*/1.2,
     /*sbuf=*/28 * kMiB, /*psum=*/2 * kMiB,
-    /*hbm_bytes=*/96 * kGiB, /*hbm_gbps=*/2900.0, /*dma_gbps=*/3500.0, /*link_gbps=*/1000.0,
+    /*hbm_bytes=*/96 * kGiB, /*hbm_gbps=*/2900.0, /*dma_gbps=*/3500.0, /*link_gbps=*/1024.0,
     /*bf16_tflops=*/667.0, /*fp32_tflops=*/181.0, /*fp8_tflops=*/1299.0,
     /*dma_engines_per_core=*/16};
 
@@ -27,11 +29,15 @@ const ChipSpec kTrainium2{
 
 const std::vector<InstanceSpec>& instance_table() {
   // Trn2 instances default to logical NeuronCore config LNC=2: 8 physical cores -> 4 devices.
+  // Network, in Gbit/s / 8: Trn1 page table (trn1.2xlarge "up-to 25" and no NeuronLink; it has
+  // no EFA; trn1.32xlarge 800 Gbps EFA); Trn2 page table (trn2.3xlarge 0.2 Tbps, "does not use
+  // NeuronLink interconnect or EFA networking"; trn2.48xlarge 3.2 Tbps EFAv3).
   static const std::vector<InstanceSpec> table{
-      {"trn1.2xlarge", &kTrainium1, /*chips=*/1, /*logical_cores_per_chip=*/2},
-      {"trn1.32xlarge", &kTrainium1, 16, 2},
-      {"trn2.3xlarge", &kTrainium2, 1, 4},
-      {"trn2.48xlarge", &kTrainium2, 16, 4},
+      {"trn1.2xlarge", &kTrainium1, /*chips=*/1, /*logical_cores_per_chip=*/2,
+       /*network_gbps=*/25.0 / 8, /*efa=*/false},
+      {"trn1.32xlarge", &kTrainium1, 16, 2, 800.0 / 8, true},
+      {"trn2.3xlarge", &kTrainium2, 1, 4, 200.0 / 8, false},
+      {"trn2.48xlarge", &kTrainium2, 16, 4, 3200.0 / 8, true},
   };
   return table;
 }

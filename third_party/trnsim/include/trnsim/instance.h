@@ -24,7 +24,7 @@ struct ChipSpec {
   uint64_t hbm_bytes;        // per chip
   double hbm_gbps;           // HBM bandwidth per chip, GB/s (1e9 bytes/s)
   double dma_gbps;           // aggregate DMA bandwidth per chip, GB/s
-  double link_gbps;          // NeuronLink bandwidth per chip, GB/s
+  double link_gbps;          // NeuronLink bandwidth per chip within an instance, GB/s
   double bf16_tflops;        // dense BF16/FP16 per chip
   double fp32_tflops;        // dense FP32 per chip
   double fp8_tflops;         // dense FP8 per chip (0 when the chip has no FP8 rate of its own)
@@ -37,6 +37,10 @@ struct InstanceSpec {
   const ChipSpec* chip;
   int chips;
   int logical_cores_per_chip;  // Trn2 default LNC=2 groups 2 physical cores into one logical
+  // The instance's network to other instances, GB/s (the docs give Gbit/s; 800 Gbps = 100 GB/s),
+  // and whether it is EFA. Single-chip sizes have a plain network and no NeuronLink.
+  double network_gbps = 0;
+  bool efa = false;
 
   int core_count() const { return chips * logical_cores_per_chip; }
   int physical_cores_per_logical() const { return chip->physical_cores / logical_cores_per_chip; }

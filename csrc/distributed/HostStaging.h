@@ -1,0 +1,37 @@
+// The host tensors a collective hands to Gloo for neuron tensors. Simulated HBM is host
+// memory, so a contiguous neuron tensor is passed as a CPU alias of its bytes (no copy); a
+// non-contiguous one goes through a contiguous host buffer, copied back for outputs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <utility>
+#include <vector>
+
+namespace torch_neuron {
+
+class HostStaging {
+ public:
+  // A host tensor with `tensor`'s contents that the collective only reads.
+  at::Tensor input(const at::Tensor& tensor);
+  // A host tensor with `tensor`'s contents that the collective writes; finish() puts what
+  // was written back into `tensor` when it had to be staged in a buffer.
+  at::Tensor output(const at::Tensor& tensor);
+  std::vector<at::Tensor> inputs(const std::vector<at::Tensor>& tensors);
+  std::vector<at::Tensor> outputs(const std::vector<at::Tensor>& tensors);
+  std::vector<std::vector<at::Tensor>> outputs(const std::vector<std::vector<at::Tensor>>& lists);
+
+  // Copies staged outputs back into their neuron tensors. Call once the collective is done.
+  void finish();
+
+ private:
+  at::Tensor stage(const at::Tensor& tensor, bool is_output);
+
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (neuron tensor, host buffer)
+};
+
+// Gloo moves float8 data only as bytes: every float8 type is one byte wide, so a uint8 view
+// keeps the shape. Other dtypes are returned unchanged.
+at::Tensor as_gloo_dtype(const at::Tensor& host);
+
+}  // namespace torch_neuron

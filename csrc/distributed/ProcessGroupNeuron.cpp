@@ -1,0 +1,540 @@
+#include "distributed/ProcessGroupNeuron.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+
+#include <trnsim/cost.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <optional>
+
+#include "aten/HostView.h"
+#include "distributed/HostStaging.h"
+#include "distributed/NeuronWork.h"
+#include "runtime/Runtime.h"
+#include "runtime/Stream.h"
+
+namespace torch_neuron {
+namespace {
+
+using c10d::OpType;
+using trnsim::Collective;
+using WorkList = std::vector<c10::intrusive_ptr<c10d::Work>>;
+
+// The neuron device the op runs on: the first neuron tensor's, or nullopt for CPU-only calls.
+std::optional<c10::Device> neuron_device(const std::vector<at::Tensor>& tensors) {
+  for (const auto& t : tensors) {
+    if (t.defined() && t.device().type() == kNeuron) return t.device();
+  }
+  return std::nullopt;
+}
+
+std::optional<c10::Device> neuron_device(const std::vector<std::vector<at::Tensor>>& lists) {
+  for (const auto& list : lists) {
+    if (auto device = neuron_device(list)) return device;
+  }
+  return std::nullopt;
+}
+
+uint64_t total_bytes(const std::vector<at::Tensor>& tensors) {
+  uint64_t bytes = 0;
+  for (const auto& t : tensors) bytes += t.numel() * t.element_size();
+  return bytes;
+}
+
+uint64_t total_bytes(const std::vector<std::vector<at::Tensor>>& lists) {
+  uint64_t bytes = 0;
+  for (const auto& list : lists) bytes += total_bytes(list);
+  return bytes;
+}
+
+// Trainium's collective engines reduce fp32, bf16, fp16 and integers, not float8.
+void check_reducible(const std::vector<at::Tensor>& tensors, const char* op) {
+  for (const auto& t : tensors) {
+    TORCH_CHECK_TYPE(!at::isFloat8Type(t.scalar_type()), "neuron process group: ", op,
+                     " cannot reduce ", t.scalar_type(),
+                     " tensors; cast them to torch.bfloat16 or torch.float32 first (float8 "
+                     "data can be moved by all_gather, broadcast, all_to_all, send and recv)");
+  }
+}
+
+// Gloo has no PREMUL_SUM: the inputs are multiplied by the factor, then summed.
+c10d::ReduceOp gloo_reduce_op(const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::PREMUL_SUM ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
+}
+
+std::optional<double> premul_factor(const c10d::ReduceOp& op) {
+  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return std::nullopt;
+  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(supplement, "neuron process group: PREMUL_SUM without a factor");
+  if (supplement->tensor_factor.defined()) {
+    return host_view(supplement->tensor_factor).item<double>();
+  }
+  return supplement->double_factor;
+}
+
+// Scales the host tensors Gloo will reduce by a PREMUL_SUM factor: in place for in-out
+// buffers (all_reduce, reduce), else into new host tensors (the caller's inputs stay).
+void apply_premul(const c10d::ReduceOp& op, std::vector<at::Tensor>& host, bool in_place) {
+  const auto factor = premul_factor(op);
+  if (!factor) return;
+  for (auto& t : host) t = in_place ? t.mul_(*factor) : t.mul(*factor);
+}
+
+// Each process group of this process takes the next collective stream slot.
+std::atomic<int> next_stream_slot{0};
+
+std::string json_detail(const trnsim::CollectiveCost& cost, Collective kind, uint64_t bytes,
+                        size_t ranks, const std::string& group) {
+  return c10::str("{\"collective\": \"", trnsim::collective_name(kind), "\", \"bytes\": ", bytes,
+                  ", \"ranks\": ", ranks, ", \"group\": \"", group, "\", \"algorithm\": \"",
+                  cost.algorithm, "\", \"link\": \"", cost.link, "\", \"link_gbps\": ",
+                  cost.link_gbps, ", \"algbw_gbps\": ", cost.algbw_gbps,
+                  ", \"busbw_gbps\": ", cost.busbw_gbps, "}");
+}
+
+}  // namespace
+
+ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank,
+                                       int size, std::chrono::milliseconds timeout,
+                                       std::string group_name, c10::DeviceIndex device, int node)
+    : Backend(rank, size),
+      gloo_(std::move(gloo)),
+      timeout_(timeout),
+      group_name_(std::move(group_name)),
+      device_(device),
+      stream_slot_(next_stream_slot++) {
+  TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo process group to move data");
+  // Every rank reports (node, chip, core); -1 for a rank whose device does not exist, so that
+  // all ranks raise together instead of the others waiting for it.
+  const bool valid = device >= 0 && device < visible_device_count();
+  at::Tensor mine = at::empty({3}, at::kLong);
+  auto* m = mine.data_ptr<int64_t>();
+  m[0] = node;
+  m[1] = valid ? torch_neuron::device(device).chip() : -1;
+  m[2] = valid ? torch_neuron::device(device).core() : -1;
+  at::Tensor all = at::empty({3 * size}, at::kLong);
+  std::vector<at::Tensor> in{mine};
+  std::vector<std::vector<at::Tensor>> out{all.chunk(size)};
+  wait_all({gloo_->allgather(out, in)}, "start-up exchange");
+  const auto* a = all.data_ptr<int64_t>();
+  const auto count = visible_device_count();
+  for (int r = 0; r < size; ++r) {
+    TORCH_CHECK(a[3 * r + 1] >= 0, "neuron process group: rank ", r,
+                " has no NeuronCore: its device index is beyond the ", count,
+                " NeuronCores of the simulated ", system().instance().name,
+                ". Run at most ", count, " ranks per node (torchrun --nproc-per-node ", count,
+                ") or choose a larger instance with TORCH_NEURON_INSTANCE");
+    for (int s = 0; s < r; ++s) {
+      TORCH_CHECK(a[3 * s] != a[3 * r] || a[3 * s + 2] != a[3 * r + 2],
+                  "neuron process group: ranks ", s, " and ", r, " both claim NeuronCore ",
+                  a[3 * r + 2], " of simulated instance ", a[3 * r],
+                  "; the Neuron runtime gives each NeuronCore to one process. Give each rank "
+                  "its own device: torch.neuron.set_device(local_rank) or torchrun's LOCAL_RANK");
+    }
+    places_.push_back({static_cast<int>(a[3 * r]), static_cast<int>(a[3 * r + 1])});
+  }
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupNeuron::getBackendOptions() {
+  auto options = c10::make_intrusive<Options>("neuron", timeout_);
+  options->group_name = group_name_;
+  return options;
+}
+
+std::string ProcessGroupNeuron::error_context(const std::string& op) const {
+  return c10::str("neuron process group '", group_name_, "': ", op, " on rank ", getRank(),
+                  " of ", getSize());
+}
+
+void ProcessGroupNeuron::wait_all(const WorkList& works, const char* op) {
+  for (const auto& work : works) {
+    try {
+      work->wait();
+    } catch (const std::exception& e) {
+      C10_THROW_ERROR(DistBackendError,
+                      c10::str(error_context(op), " failed: ", e.what(),
+                               "\nEvery rank of the group must call the same collectives in "
+                               "the same order with matching sizes; a rank that exited or "
+                               "raised shows its own error."));
+    }
+  }
+}
+
+double ProcessGroupNeuron::arrival_ns(c10::Device device) {
+  const auto index = device.index();
+  return std::max(current_queue(index).now_ns(),
+                  queue_of(collective_stream(index, stream_slot_)).now_ns());
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
+    Collective kind, OpType type, c10::Device device, uint64_t bytes,
+    std::vector<at::Tensor> outputs, HostStaging& staging, const GlooOps& ops) {
+  const auto stream = collective_stream(device.index(), stream_slot_);
+  trnsim::Queue& queue = queue_of(stream);
+  // The clock agreement runs beside the data on Gloo's worker threads.
+  at::Tensor clock = at::empty({1}, at::kDouble);
+  clock.data_ptr<double>()[0] = arrival_ns(device);
+  std::vector<at::Tensor> clocks{clock};
+  c10d::AllreduceOptions max_opts;
+  max_opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MAX);
+  WorkList works{gloo_->allreduce(clocks, max_opts)};
+  if (ops) {
+    for (auto& work : ops()) works.push_back(std::move(work));
+  }
+  const char* name = trnsim::collective_name(kind);
+  wait_all(works, name);
+  staging.finish();
+
+  const auto cost = trnsim::collective_cost(system().instance(), kind, bytes, places_);
+  trnsim::OpCost charged;
+  charged.bytes = bytes;
+  queue.wait_until(clock.data_ptr<double>()[0]);
+  const double end = queue.launch(c10::str("c10d::", name), charged, cost.duration_ns,
+                                  json_detail(cost, kind, bytes, places_.size(), group_name_));
+  return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(outputs), stream, end);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  const auto device = neuron_device(tensors);
+  if (!device) return gloo_->broadcast(tensors, opts);
+  HostStaging staging;
+  auto host = staging.outputs(tensors);
+  return collective(Collective::Broadcast, OpType::BROADCAST, *device, total_bytes(tensors),
+                    tensors, staging, [&] { return WorkList{gloo_->broadcast(host, opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const auto device = neuron_device(tensors);
+  if (!device) return gloo_->allreduce(tensors, opts);
+  check_reducible(tensors, "all_reduce");
+  HostStaging staging;
+  auto host = staging.outputs(tensors);
+  apply_premul(opts.reduceOp, host, /*in_place=*/true);
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
+  return collective(Collective::AllReduce, OpType::ALLREDUCE, *device, total_bytes(tensors),
+                    tensors, staging, [&] { return WorkList{gloo_->allreduce(host, gloo_opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const auto device = neuron_device(tensors);
+  if (!device) return gloo_->allreduce_coalesced(tensors, opts);
+  check_reducible(tensors, "all_reduce_coalesced");
+  HostStaging staging;
+  auto host = staging.outputs(tensors);
+  apply_premul(opts.reduceOp, host, /*in_place=*/true);
+  c10d::AllreduceOptions one;
+  one.reduceOp = gloo_reduce_op(opts.reduceOp);
+  one.timeout = opts.timeout;
+  // One all-reduce per tensor (Gloo's coalesced form needs one dtype), charged as one.
+  return collective(Collective::AllReduce, OpType::ALLREDUCE_COALESCED, *device,
+                    total_bytes(tensors), tensors, staging, [&] {
+                      WorkList works;
+                      for (auto& t : host) {
+                        std::vector<at::Tensor> single{t};
+                        works.push_back(gloo_->allreduce(single, one));
+                      }
+                      return works;
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  const auto device = neuron_device(tensors);
+  if (!device) return gloo_->reduce(tensors, opts);
+  check_reducible(tensors, "reduce");
+  HostStaging staging;
+  auto host = staging.outputs(tensors);
+  apply_premul(opts.reduceOp, host, /*in_place=*/true);
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
+  return collective(Collective::Reduce, OpType::REDUCE, *device, total_bytes(tensors), tensors,
+                    staging, [&] { return WorkList{gloo_->reduce(host, gloo_opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto device = neuron_device(inputs);
+  if (!device) device = neuron_device(outputs);
+  if (!device) return gloo_->allgather(outputs, inputs, opts);
+  HostStaging staging;
+  auto host_in = staging.inputs(inputs);
+  auto host_out = staging.outputs(outputs);
+  std::vector<at::Tensor> flat;
+  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+  return collective(Collective::AllGather, OpType::ALLGATHER, *device, total_bytes(outputs),
+                    flat, staging,
+                    [&] { return WorkList{gloo_->allgather(host_out, host_in, opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> outputs{output}, inputs{input};
+  return allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto device = neuron_device(inputs);
+  if (!device) device = neuron_device(outputs);
+  if (!device) return gloo_->allgather_coalesced(outputs, inputs, opts);
+  HostStaging staging;
+  auto host_in = staging.inputs(inputs);
+  auto host_out = staging.outputs(outputs);
+  std::vector<at::Tensor> flat;
+  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+  return collective(Collective::AllGather, OpType::ALLGATHER_COALESCED, *device,
+                    total_bytes(outputs), flat, staging,
+                    [&] { return WorkList{gloo_->allgather_coalesced(host_out, host_in, opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto device = neuron_device(inputs);
+  if (!device) device = neuron_device(outputs);
+  if (!device) {
+    if (outputs.size() == 1) return gloo_->_allgather_base(outputs[0], inputs[0], opts);
+    return gloo_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+  }
+  TORCH_CHECK(outputs.size() == inputs.size(), "all_gather_into_tensor: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  HostStaging staging;
+  auto host_in = staging.inputs(inputs);
+  auto host_out = staging.outputs(outputs);
+  const OpType type = outputs.size() == 1 ? OpType::_ALLGATHER_BASE : OpType::COALESCED;
+  return collective(Collective::AllGather, type, *device, total_bytes(outputs), outputs,
+                    staging, [&] {
+                      WorkList works;
+                      for (size_t i = 0; i < host_out.size(); ++i) {
+                        works.push_back(gloo_->_allgather_base(host_out[i], host_in[i], opts));
+                      }
+                      return works;
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  auto device = neuron_device(inputs);
+  if (!device) device = neuron_device(outputs);
+  if (!device) return gloo_->gather(outputs, inputs, opts);
+  HostStaging staging;
+  auto host_in = staging.inputs(inputs);
+  auto host_out = staging.outputs(outputs);
+  std::vector<at::Tensor> flat;
+  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+  return collective(Collective::Gather, OpType::GATHER, *device, total_bytes(inputs) * getSize(),
+                    flat, staging,
+                    [&] { return WorkList{gloo_->gather(host_out, host_in, opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  auto device = neuron_device(outputs);
+  if (!device) device = neuron_device(inputs);
+  if (!device) return gloo_->scatter(outputs, inputs, opts);
+  HostStaging staging;
+  auto host_out = staging.outputs(outputs);
+  std::vector<std::vector<at::Tensor>> host_in;
+  for (const auto& list : inputs) host_in.push_back(staging.inputs(list));
+  return collective(Collective::Scatter, OpType::SCATTER, *device,
+                    total_bytes(outputs) * getSize(), outputs, staging,
+                    [&] { return WorkList{gloo_->scatter(host_out, host_in, opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto device = neuron_device(outputs);
+  if (!device) device = neuron_device(inputs);
+  if (!device) return gloo_->reduce_scatter(outputs, inputs, opts);
+  for (const auto& list : inputs) check_reducible(list, "reduce_scatter");
+  HostStaging staging;
+  auto host_out = staging.outputs(outputs);
+  std::vector<std::vector<at::Tensor>> host_in;
+  for (const auto& list : inputs) {
+    host_in.push_back(staging.inputs(list));
+    apply_premul(opts.reduceOp, host_in.back(), /*in_place=*/false);
+  }
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
+  return collective(Collective::ReduceScatter, OpType::REDUCE_SCATTER, *device,
+                    total_bytes(outputs) * getSize(), outputs, staging,
+                    [&] { return WorkList{gloo_->reduce_scatter(host_out, host_in, gloo_opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outputs{output}, inputs{input};
+  return reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto device = neuron_device(inputs);
+  if (!device) device = neuron_device(outputs);
+  if (!device) {
+    if (outputs.size() == 1) return gloo_->_reduce_scatter_base(outputs[0], inputs[0], opts);
+    return gloo_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+  }
+  TORCH_CHECK(outputs.size() == inputs.size(), "reduce_scatter_tensor: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  check_reducible(inputs, "reduce_scatter");
+  HostStaging staging;
+  auto host_in = staging.inputs(inputs);
+  apply_premul(opts.reduceOp, host_in, /*in_place=*/false);
+  auto host_out = staging.outputs(outputs);
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
+  const OpType type =
+      outputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE : OpType::REDUCE_SCATTER_TENSOR_COALESCED;
+  return collective(Collective::ReduceScatter, type, *device, total_bytes(inputs), outputs,
+                    staging, [&] {
+                      WorkList works;
+                      for (size_t i = 0; i < host_out.size(); ++i) {
+                        works.push_back(
+                            gloo_->_reduce_scatter_base(host_out[i], host_in[i], gloo_opts));
+                      }
+                      return works;
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  auto device = neuron_device({input, output});
+  if (!device) {
+    return gloo_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+  }
+  HostStaging staging;
+  auto host_in = staging.input(input);
+  auto host_out = staging.output(output);
+  return collective(Collective::AllToAll, OpType::ALLTOALL_BASE, *device, total_bytes({input}),
+                    {output}, staging, [&] {
+                      return WorkList{gloo_->alltoall_base(host_out, host_in, output_split_sizes,
+                                                           input_split_sizes, opts)};
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tensor>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllToAllOptions& opts) {
+  auto device = neuron_device(inputs);
+  if (!device) device = neuron_device(outputs);
+  if (!device) return gloo_->alltoall(outputs, inputs, opts);
+  HostStaging staging;
+  auto host_in = staging.inputs(inputs);
+  auto host_out = staging.outputs(outputs);
+  return collective(Collective::AllToAll, OpType::ALLTOALL, *device, total_bytes(inputs),
+                    outputs, staging,
+                    [&] { return WorkList{gloo_->alltoall(host_out, host_in, opts)}; });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
+  // The clock agreement is itself a barrier: every rank contributes before any rank leaves.
+  HostStaging staging;
+  return collective(Collective::Barrier, OpType::BARRIER, c10::Device(kNeuron, device_), 0, {},
+                    staging, nullptr);
+}
+
+void ProcessGroupNeuron::monitoredBarrier(const c10d::BarrierOptions& opts,
+                                          bool wait_all_ranks) {
+  gloo_->monitoredBarrier(opts, wait_all_ranks);
+}
+
+void ProcessGroupNeuron::setSequenceNumberForGroup() { gloo_->setSequenceNumberForGroup(); }
+
+uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
+  return gloo_->getSequenceNumberForGroup();
+}
+
+// Point-to-point: a message carries the tensor's bytes followed by the sender's arrival time
+// (a double), so that the receiver can place the transfer on the simulated clock.
+
+double ProcessGroupNeuron::charge_transfer(c10::Device device, const char* name, uint64_t bytes,
+                                           int peer, double start_ns) {
+  const auto cost = trnsim::collective_cost(system().instance(), Collective::SendRecv, bytes,
+                                            {places_[getRank()], places_[peer]});
+  trnsim::OpCost charged;
+  charged.bytes = bytes;
+  trnsim::Queue& queue = queue_of(collective_stream(device.index(), stream_slot_));
+  queue.wait_until(start_ns);
+  return queue.launch(name, charged, cost.duration_ns,
+                      json_detail(cost, Collective::SendRecv, bytes, 2, group_name_));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors,
+                                                        int dst_rank, int tag) {
+  const auto device = neuron_device(tensors);
+  if (!device) return gloo_->send(tensors, dst_rank, tag);
+  TORCH_CHECK(tensors.size() == 1, "neuron process group: send takes one tensor");
+  TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize(), "send: destination rank ", dst_rank,
+              " is not in the group of ", getSize(), " ranks");
+  const at::Tensor data = host_view(tensors[0]).contiguous();
+  const uint64_t bytes = data.numel() * data.element_size();
+  const double arrival = arrival_ns(*device);
+  at::Tensor message = at::empty({static_cast<int64_t>(bytes + sizeof(double))}, at::kByte);
+  std::memcpy(message.data_ptr(), data.data_ptr(), bytes);
+  std::memcpy(message.data_ptr<uint8_t>() + bytes, &arrival, sizeof(double));
+  std::vector<at::Tensor> payload{message};
+  auto pending = gloo_->send(payload, dst_rank, tag);
+  // The sender's side ends once its bytes are on the link (the receiver buffers them).
+  const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival);
+  return c10::make_intrusive<NeuronWork>(
+      getRank(), OpType::SEND, tensors, collective_stream(device->index(), stream_slot_),
+      std::move(pending), [end, message] { return end; },
+      error_context(c10::str("send to rank ", dst_rank)));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
+    OpType type, std::vector<at::Tensor>& tensors, int peer, int tag) {
+  const auto device = neuron_device(tensors);
+  TORCH_CHECK(tensors.size() == 1, "neuron process group: recv takes one tensor");
+  const at::Tensor output = tensors[0];
+  const uint64_t bytes = output.numel() * output.element_size();
+  const double arrival = arrival_ns(*device);
+  at::Tensor message = at::empty({static_cast<int64_t>(bytes + sizeof(double))}, at::kByte);
+  std::vector<at::Tensor> payload{message};
+  auto pending = type == OpType::RECV ? gloo_->recv(payload, peer, tag)
+                                      : gloo_->recvAnysource(payload, tag);
+  auto finish = [this, device, output, message, bytes, arrival, pending, peer] {
+    const int src = peer >= 0 ? peer : pending->sourceRank();
+    double sent;
+    std::memcpy(&sent, message.data_ptr<uint8_t>() + bytes, sizeof(double));
+    host_view(output).copy_(
+        message.narrow(0, 0, bytes).view(output.scalar_type()).view(output.sizes()));
+    return charge_transfer(*device, "c10d::recv", bytes, src, std::max(sent, arrival));
+  };
+  const std::string peer_name = peer >= 0 ? c10::str("rank ", peer) : "any rank";
+  return c10::make_intrusive<NeuronWork>(getRank(), type, tensors,
+                                         collective_stream(device->index(), stream_slot_),
+                                         pending, finish,
+                                         error_context("receive from " + peer_name));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor>& tensors,
+                                                        int src_rank, int tag) {
+  if (!neuron_device(tensors)) return gloo_->recv(tensors, src_rank, tag);
+  TORCH_CHECK(src_rank >= 0 && src_rank < getSize(), "recv: source rank ", src_rank,
+              " is not in the group of ", getSize(), " ranks");
+  return point_to_point(OpType::RECV, tensors, src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(
+    std::vector<at::Tensor>& tensors, int tag) {
+  if (!neuron_device(tensors)) return gloo_->recvAnysource(tensors, tag);
+  return point_to_point(OpType::RECVANYSOURCE, tensors, -1, tag);
+}
+
+}  // namespace torch_neuron

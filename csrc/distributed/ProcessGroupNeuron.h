@@ -1,0 +1,123 @@
+// The c10d backend "neuron": torch.distributed on neuron tensors.
+//
+// Note [Neuron process group]: Gloo moves the bytes and trnsim says how long the move would
+// take on Trainium. Each rank is one process driving one NeuronCore (neuron:LOCAL_RANK). A
+// collective on neuron tensors hands Gloo host views of them (HostStaging), runs to completion
+// when issued (Note [Collective completion]), and is charged on the group's collective stream:
+//   start = max over ranks of each rank's arrival (its current stream's clock, or the
+//           collective stream's if that is later), agreed through a MAX all-reduce that
+//           Gloo runs beside the data;
+//   end   = start + trnsim::collective_cost(op, bytes, where the group's cores sit).
+// Every rank computes the same start and cost, so clocks agree across ranks and a late rank
+// delays everyone, as on hardware. CPU tensors go to Gloo unchanged and cost no device time.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <trnsim/collective.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace torch_neuron {
+
+class HostStaging;
+
+class ProcessGroupNeuron final : public c10d::Backend {
+ public:
+  // `gloo` is a ProcessGroupGloo over the same ranks; `node` is the simulated instance this
+  // process sits on (torchrun's GROUP_RANK). Exchanges every rank's NeuronCore with the group
+  // and raises if a rank has no core or two ranks claim the same one.
+  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size,
+                     std::chrono::milliseconds timeout, std::string group_name,
+                     c10::DeviceIndex device, int node);
+
+  const std::string getBackendName() const override { return "neuron"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // Where each rank of the group sits, and this rank's device.
+  const std::vector<trnsim::RankPlace>& places() const { return places_; }
+  c10::DeviceIndex device() const { return device_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+
+ private:
+  // The Gloo works of one collective on host tensors.
+  using GlooOps = std::function<std::vector<c10::intrusive_ptr<c10d::Work>>()>;
+
+  // Runs `ops` beside the clock agreement, finishes `staging`, charges `bytes` of `kind` on
+  // the collective stream of `device` and returns the finished Work with `outputs`.
+  c10::intrusive_ptr<c10d::Work> collective(trnsim::Collective kind, c10d::OpType type,
+                                            c10::Device device, uint64_t bytes,
+                                            std::vector<at::Tensor> outputs,
+                                            HostStaging& staging, const GlooOps& ops);
+  // Waits for Gloo works, turning their errors into one that names this group and op.
+  void wait_all(const std::vector<c10::intrusive_ptr<c10d::Work>>& works, const char* op);
+  // A point-to-point op's Work: `finish` copies data into place and returns the end time.
+  c10::intrusive_ptr<c10d::Work> point_to_point(c10d::OpType type, std::vector<at::Tensor>& tensors,
+                                                int peer, int tag);
+  // Charges a transfer between this rank and `peer` that can start at `start_ns`.
+  double charge_transfer(c10::Device device, const char* name, uint64_t bytes, int peer,
+                         double start_ns);
+  // This rank's arrival on `device`: the later of its current and collective streams.
+  double arrival_ns(c10::Device device);
+  std::string error_context(const std::string& op) const;
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  std::chrono::milliseconds timeout_;
+  std::string group_name_;
+  c10::DeviceIndex device_;
+  int stream_slot_;  // which collective stream of a device this group uses
+  std::vector<trnsim::RankPlace> places_;
+};
+
+}  // namespace torch_neuron

@@ -1,0 +1,207 @@
+"""Every collective and point-to-point op on neuron tensors, compared bit for bit with the
+same op on CPU tensors through a Gloo group of the same ranks. Run under torchrun; prints
+"collectives ok: N checks" on success and raises on the first mismatch."""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+import torch_neuron  # noqa: F401  (registers the backend)
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group(backend="neuron")
+cpu_group = dist.new_group(backend="gloo")
+DEVICE = torch.device("neuron", int(os.environ["LOCAL_RANK"]))
+checks = 0
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+REDUCIBLE = FLOAT_DTYPES + (torch.int32, torch.int64)
+
+
+def make(shape, dtype, seed):
+    g = torch.Generator().manual_seed(1000 * seed + rank)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-50, 50, shape, generator=g).to(dtype)
+
+
+def on_both(fn, *inputs, **kwargs):
+    """Runs fn(*tensors, group=...) on neuron copies and CPU copies; compares every tensor
+    argument afterwards (outputs and mutated inputs) and the return values."""
+    global checks
+    neuron_args = [to_device(x, DEVICE) for x in inputs]
+    cpu_args = [to_device(x, "cpu") for x in inputs]
+    fn(*neuron_args, **kwargs)
+    fn(*cpu_args, group=cpu_group, **kwargs)
+    for n, c in zip(neuron_args, cpu_args):
+        assert_same(n, c, fn)
+    checks += 1
+
+
+def to_device(x, device):
+    if isinstance(x, list):
+        return [to_device(t, device) for t in x]
+    if not isinstance(x, torch.Tensor):
+        return x
+    # Gloo on CPU cannot move float8 ("Invalid scalar type"): its reference moves the bytes.
+    if device == "cpu" and x.dtype == torch.float8_e4m3fn:
+        return x.clone().view(torch.uint8)
+    return x.clone().to(device)
+
+
+def assert_same(n, c, fn):
+    if isinstance(n, list):
+        for a, b in zip(n, c):
+            assert_same(a, b, fn)
+        return
+    if not isinstance(n, torch.Tensor):
+        return
+    assert n.device.type == "neuron", n.device
+    got = n.cpu()
+    if got.dtype == torch.float8_e4m3fn:
+        got = got.view(torch.uint8)
+    assert got.dtype == c.dtype and got.shape == c.shape, (fn, got.dtype, got.shape, c.shape)
+    assert torch.equal(got, c), f"{getattr(fn, '__name__', fn)}: rank {rank}\n{got}\n!=\n{c}"
+
+
+for seed, dtype in enumerate(REDUCIBLE):
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.PRODUCT):
+        on_both(dist.all_reduce, make((5, 3), dtype, seed), op=op)
+        on_both(dist.reduce, make((4,), dtype, seed), dst=1, op=op)
+        on_both(dist.reduce_scatter_tensor, make((2,), dtype, seed),
+                make((2 * world,), dtype, seed + 7), op=op)
+        on_both(dist.reduce_scatter, make((3,), dtype, seed),
+                [make((3,), dtype, seed + i) for i in range(world)], op=op)
+    if dtype.is_floating_point:
+        on_both(dist.all_reduce, make((6,), dtype, seed), op=dist.ReduceOp.AVG)
+        on_both(dist.reduce_scatter_tensor, make((2,), dtype, seed),
+                make((2 * world,), dtype, seed + 3), op=dist.ReduceOp.AVG)
+
+# PREMUL_SUM: multiply by the factor, then sum. Gloo has no PREMUL_SUM, so the CPU reference
+# is the definition: scale each rank's input, then SUM.
+for dtype in (torch.float32, torch.bfloat16):
+    x = make((8,), dtype, 11)
+    n = x.to(DEVICE)
+    dist.all_reduce(n, op=dist.ReduceOp.PREMUL_SUM(0.25))
+    ref = (x * 0.25).clone()
+    dist.all_reduce(ref, group=cpu_group)
+    assert torch.equal(n.cpu(), ref), (dtype, n.cpu(), ref)
+    out = torch.empty(2, dtype=dtype, device=DEVICE)
+    src = make((2 * world,), dtype, 12)
+    dist.reduce_scatter_tensor(out, src.to(DEVICE),
+                               op=dist.ReduceOp.PREMUL_SUM(0.5))
+    ref_out = torch.empty(2, dtype=dtype)
+    dist.reduce_scatter_tensor(ref_out, src * 0.5, group=cpu_group)
+    assert torch.equal(out.cpu(), ref_out)
+    checks += 2
+
+# Non-reducing ops move every dtype, bool and float8 included.
+for seed, dtype in enumerate(REDUCIBLE + (torch.bool, torch.uint8, torch.float8_e4m3fn)):
+    mk = (lambda shape, s: make(shape, torch.float32, s).to(dtype)) \
+        if dtype == torch.float8_e4m3fn else (lambda shape, s: make(shape, dtype, s))
+    on_both(dist.broadcast, mk((3, 2), seed), src=world - 1)
+    on_both(dist.all_gather, [mk((2, 2), seed) for _ in range(world)], mk((2, 2), seed + 1))
+    on_both(dist.all_gather_into_tensor, mk((world * 3,), seed), mk((3,), seed + 2))
+    on_both(dist.all_to_all_single, mk((world * 2, 3), seed), mk((world * 2, 3), seed + 3))
+    on_both(dist.all_to_all, [mk((2,), seed) for _ in range(world)],
+            [mk((2,), seed + i) for i in range(world)])
+    gather_list = [mk((4,), seed) for _ in range(world)] if rank == 0 else None
+    on_both(dist.gather, mk((4,), seed + 4), gather_list, dst=0)
+    scatter_list = [mk((4,), seed + i) for i in range(world)] if rank == 0 else None
+    on_both(dist.scatter, mk((4,), seed + 5), scatter_list, src=0)
+
+# float8 cannot be reduced: a clear error, and the group stays usable.
+try:
+    dist.all_reduce(torch.ones(4, device=DEVICE).to(torch.float8_e5m2))
+    raise AssertionError("float8 all_reduce did not raise")
+except TypeError as e:
+    assert "cannot reduce" in str(e) and "bfloat16" in str(e), e
+
+# all_to_all_single with uneven splits: rank r sends r + i + 1 rows to rank i.
+in_splits = [rank + i + 1 for i in range(world)]
+out_splits = [i + rank + 1 for i in range(world)]
+on_both(dist.all_to_all_single, make((sum(out_splits), 2), torch.float32, 20),
+        make((sum(in_splits), 2), torch.float32, 21),
+        output_split_sizes=out_splits, input_split_sizes=in_splits)
+
+# Non-contiguous inputs and outputs (a transposed matrix, a strided slice). Integer-valued
+# floats: Gloo's order of summation depends on the layout it is given, so only exact sums can
+# be compared bit for bit here.
+on_both(dist.all_reduce, make((4, 6), torch.int32, 30).float().t())
+on_both(dist.broadcast, make((4, 6), torch.float32, 31)[:, ::2], src=0)
+on_both(dist.all_gather, [make((4, 3), torch.float32, 32).t() for _ in range(world)],
+        make((4, 3), torch.float32, 33).t())
+
+# Async ops: the Work's future completes with the neuron outputs.
+t = torch.full((4,), float(rank + 1), device=DEVICE)
+work = dist.all_reduce(t, async_op=True)
+work.wait()
+result = work.get_future().value()
+assert result[0].device == DEVICE and torch.equal(result[0].cpu(), torch.full((4,), float(sum(range(1, world + 1)))))
+checks += 1
+
+# Coalesced all-reduce (several tensors, one dtype each) through the coalescing manager.
+tensors = [make((3,), torch.float32, 40), make((5,), torch.bfloat16, 41)]
+neuron_tensors = [t.to(DEVICE) for t in tensors]
+with dist._coalescing_manager(async_ops=True) as cm:
+    for t in neuron_tensors:
+        dist.all_reduce(t)
+cm.wait()
+for t, n in zip(tensors, neuron_tensors):
+    ref = t.clone()
+    dist.all_reduce(ref, group=cpu_group)
+    assert torch.equal(n.cpu(), ref)
+checks += 1
+
+# Point to point: a ring of isend/irecv, blocking send/recv, and batch_isend_irecv.
+right, left = (rank + 1) % world, (rank - 1) % world
+send_t = torch.arange(6, dtype=torch.float32, device=DEVICE).reshape(2, 3) + 10 * rank
+recv_t = torch.empty(2, 3, device=DEVICE)
+reqs = [dist.irecv(recv_t, left), dist.isend(send_t, right)]
+for r in reqs:
+    r.wait()
+assert torch.equal(recv_t.cpu(), torch.arange(6.0).reshape(2, 3) + 10 * left)
+if rank == 0:
+    dist.send(torch.tensor([7, 8, 9], device=DEVICE), dst=1)
+elif rank == 1:
+    got = torch.zeros(3, dtype=torch.int64, device=DEVICE)
+    dist.recv(got, src=0)
+    assert got.cpu().tolist() == [7, 8, 9]
+recv_t = torch.empty(2, 3, device=DEVICE).t()  # a non-contiguous receive buffer
+ops = [dist.P2POp(dist.irecv, recv_t, left), dist.P2POp(dist.isend, send_t.t(), right)]
+for r in dist.batch_isend_irecv(ops):
+    r.wait()
+assert torch.equal(recv_t.cpu(), (torch.arange(6.0).reshape(2, 3) + 10 * left).t())
+checks += 3
+
+# Object collectives and barrier.
+objects = [None] * world
+dist.all_gather_object(objects, {"rank": rank})
+assert objects == [{"rank": r} for r in range(world)]
+box = [f"from {rank}"]
+dist.broadcast_object_list(box, src=0)
+assert box == ["from 0"]
+dist.barrier()
+checks += 3
+
+# Subgroups: new_group over even ranks, and every rank's split into pairs.
+evens = dist.new_group(ranks=list(range(0, world, 2)))
+if rank % 2 == 0:
+    t = torch.tensor([float(rank)], device=DEVICE)
+    dist.all_reduce(t, group=evens)
+    assert t.item() == sum(range(0, world, 2))
+    checks += 1
+pairs, _ = dist.new_subgroups(group_size=2)
+t = torch.tensor([float(rank)], device=DEVICE)
+dist.all_reduce(t, group=pairs)
+first = rank - rank % 2
+assert t.item() == first + first + 1, t
+checks += 1
+
+assert dist.get_backend() == "neuron", dist.get_backend()
+dist.destroy_process_group()
+print(f"collectives ok: {checks} checks on rank {rank}", flush=True)

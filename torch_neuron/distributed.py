@@ -1,0 +1,70 @@
+"""torch.distributed on neuron: the c10d backend "neuron" (Note [Neuron process group]).
+
+    torchrun --nproc-per-node 4 train.py        # in train.py:
+    dist.init_process_group(backend="neuron")    # or no backend: neuron is the default
+    torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
+
+Each rank is one process on NeuronCore `neuron:LOCAL_RANK` of its simulated instance
+(torchrun's GROUP_RANK numbers the instances). The backend takes neuron and CPU tensors, as
+TorchNeuron's does; Gloo moves the bytes and the simulator times them on NeuronLink/EFA.
+"""
+
+import functools
+import os
+
+import torch
+import torch.distributed as dist
+
+from torch_neuron import _C
+
+BACKEND_NAME = "neuron"
+
+
+def _rank_device() -> int:
+    """The NeuronCore of this rank: LOCAL_RANK under torchrun, else the current device."""
+    local_rank = os.environ.get("LOCAL_RANK")
+    return int(local_rank) if local_rank is not None else torch.neuron.current_device()
+
+
+def _node() -> int:
+    """Which simulated instance this process sits on: torchrun's node rank."""
+    return int(os.environ.get("GROUP_RANK", "0"))
+
+
+def _create_backend(options, pg_options):
+    """c10d's creator (extended API): a ProcessGroupNeuron over a Gloo group of the same ranks."""
+    gloo = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size,
+                                 options.timeout)
+    return _C._ProcessGroupNeuron(gloo, options.group_rank, options.group_size, options.timeout,
+                                  options.group_id, _rank_device(), _node())
+
+
+def _neuron_is_the_accelerator() -> bool:
+    accelerator = torch.accelerator.current_accelerator()
+    return accelerator is not None and accelerator.type == "neuron"
+
+
+def _default_to_neuron(new_process_group_helper):
+    """PyTorch 2.13 gives init_process_group() without a backend a Gloo default for custom
+    accelerators (pytorch/pytorch#179901; `dist.get_backend()` then says "undefined"): on
+    neuron, the undefined backend means "neuron", as it means "nccl" on CUDA."""
+
+    @functools.wraps(new_process_group_helper)
+    def helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+        if backend == dist.Backend.UNDEFINED and _neuron_is_the_accelerator():
+            backend = dist.Backend(BACKEND_NAME)
+        return new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend,
+                                        *args, **kwargs)
+
+    helper._torch_neuron_default_backend = True
+    return helper
+
+
+def _register() -> None:
+    if not dist.is_available() or BACKEND_NAME in dist.Backend.backend_list:
+        return
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True,
+                                  devices=["neuron", "cpu"])
+    c10d = dist.distributed_c10d
+    if not getattr(c10d._new_process_group_helper, "_torch_neuron_default_backend", False):
+        c10d._new_process_group_helper = _default_to_neuron(c10d._new_process_group_helper)

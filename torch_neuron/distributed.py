@@ -68,3 +68,12 @@ def _register() -> None:
     c10d = dist.distributed_c10d
     if not getattr(c10d._new_process_group_helper, "_torch_neuron_default_backend", False):
         c10d._new_process_group_helper = _default_to_neuron(c10d._new_process_group_helper)
+
+
+def collective_cost(op: str, nbytes: int, group=None) -> dict:
+    """What the simulator charges for collective `op` ("all_reduce", "all_gather",
+    "reduce_scatter", "broadcast", "reduce", "all_to_all", "gather", "scatter", "send_recv",
+    "barrier") of nccl-tests size `nbytes` over the NeuronCores of `group` (default: the world):
+    duration_ns, algorithm, link, link_gbps, algbw_gbps and busbw_gbps."""
+    backend = (group or dist.group.WORLD)._get_backend(torch.device("neuron"))
+    return _C._collective_cost(op, nbytes, backend.places, _C._instance_info()["name"])

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <optional>
+
+#include <unistd.h>
 
 #include "aten/HostView.h"
 #include "distributed/HostStaging.h"
@@ -42,6 +45,14 @@ uint64_t total_bytes(const std::vector<at::Tensor>& tensors) {
   uint64_t bytes = 0;
   for (const auto& t : tensors) bytes += t.numel() * t.element_size();
   return bytes;
+}
+
+// The dtype every rank must use for a collective (Undefined for an empty list).
+at::ScalarType dtype_of(const std::vector<at::Tensor>& tensors) {
+  for (const auto& t : tensors) {
+    if (t.defined()) return t.scalar_type();
+  }
+  return at::ScalarType::Undefined;
 }
 
 uint64_t total_bytes(const std::vector<std::vector<at::Tensor>>& lists) {
@@ -83,6 +94,18 @@ void apply_premul(const c10d::ReduceOp& op, std::vector<at::Tensor>& host, bool 
   for (auto& t : host) t = in_place ? t.mul_(*factor) : t.mul(*factor);
 }
 
+// Whether process `pid` of this machine still runs (a zombie has exited).
+bool process_is_running(int64_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(file, stat)) return false;
+  // "pid (command) state ...": the command may hold spaces and parentheses.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  const char state = stat[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
 // Each process group of this process takes the next collective stream slot.
 std::atomic<int> next_stream_slot{0};
 
@@ -107,34 +130,41 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, i
       device_(device),
       stream_slot_(next_stream_slot++) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo process group to move data");
-  // Every rank reports (node, chip, core); -1 for a rank whose device does not exist, so that
-  // all ranks raise together instead of the others waiting for it.
+  // Every rank reports where it sits and which process it is; chip and core are -1 for a rank
+  // whose device does not exist, so that all ranks raise together instead of the others
+  // waiting for it.
   const bool valid = device >= 0 && device < visible_device_count();
-  at::Tensor mine = at::empty({3}, at::kLong);
+  enum Field { kNode, kChip, kCore, kPid, kHost, kFields };
+  at::Tensor mine = at::empty({kFields}, at::kLong);
   auto* m = mine.data_ptr<int64_t>();
-  m[0] = node;
-  m[1] = valid ? torch_neuron::device(device).chip() : -1;
-  m[2] = valid ? torch_neuron::device(device).core() : -1;
-  at::Tensor all = at::empty({3 * size}, at::kLong);
+  m[kNode] = node;
+  m[kChip] = valid ? torch_neuron::device(device).chip() : -1;
+  m[kCore] = valid ? torch_neuron::device(device).core() : -1;
+  m[kPid] = getpid();
+  m[kHost] = static_cast<int64_t>(gethostid());
+  at::Tensor all = at::empty({kFields * size}, at::kLong);
   std::vector<at::Tensor> in{mine};
   std::vector<std::vector<at::Tensor>> out{all.chunk(size)};
   wait_all({gloo_->allgather(out, in)}, "start-up exchange");
-  const auto* a = all.data_ptr<int64_t>();
-  const auto count = visible_device_count();
+  const int count = visible_device_count();
   for (int r = 0; r < size; ++r) {
-    TORCH_CHECK(a[3 * r + 1] >= 0, "neuron process group: rank ", r,
+    const int64_t* a = all.data_ptr<int64_t>() + kFields * r;
+    TORCH_CHECK(a[kChip] >= 0, "neuron process group: rank ", r,
                 " has no NeuronCore: its device index is beyond the ", count,
                 " NeuronCores of the simulated ", system().instance().name,
                 ". Run at most ", count, " ranks per node (torchrun --nproc-per-node ", count,
                 ") or choose a larger instance with TORCH_NEURON_INSTANCE");
     for (int s = 0; s < r; ++s) {
-      TORCH_CHECK(a[3 * s] != a[3 * r] || a[3 * s + 2] != a[3 * r + 2],
-                  "neuron process group: ranks ", s, " and ", r, " both claim NeuronCore ",
-                  a[3 * r + 2], " of simulated instance ", a[3 * r],
-                  "; the Neuron runtime gives each NeuronCore to one process. Give each rank "
-                  "its own device: torch.neuron.set_device(local_rank) or torchrun's LOCAL_RANK");
+      const int64_t* b = all.data_ptr<int64_t>() + kFields * s;
+      TORCH_CHECK(b[kNode] != a[kNode] || b[kCore] != a[kCore], "neuron process group: ranks ",
+                  s, " and ", r, " both claim NeuronCore ", a[kCore], " of simulated instance ",
+                  a[kNode], "; the Neuron runtime gives each NeuronCore to one process. Give "
+                  "each rank its own device: torch.neuron.set_device(local_rank) or "
+                  "torchrun's LOCAL_RANK");
     }
-    places_.push_back({static_cast<int>(a[3 * r]), static_cast<int>(a[3 * r + 1])});
+    places_.push_back({static_cast<int>(a[kNode]), static_cast<int>(a[kChip])});
+    // Ranks on this machine can be checked for having exited when a collective fails.
+    pids_.push_back(a[kHost] == m[kHost] ? a[kPid] : -1);
   }
 }
 
@@ -149,16 +179,30 @@ std::string ProcessGroupNeuron::error_context(const std::string& op) const {
                   " of ", getSize());
 }
 
+std::string ProcessGroupNeuron::exited_ranks() const {
+  std::string ranks;
+  for (size_t r = 0; r < pids_.size(); ++r) {
+    if (pids_[r] > 0 && !process_is_running(pids_[r])) {
+      ranks += c10::str(ranks.empty() ? "" : ", ", r);
+    }
+  }
+  return ranks;
+}
+
 void ProcessGroupNeuron::wait_all(const WorkList& works, const char* op) {
   for (const auto& work : works) {
     try {
       work->wait();
     } catch (const std::exception& e) {
-      C10_THROW_ERROR(DistBackendError,
-                      c10::str(error_context(op), " failed: ", e.what(),
-                               "\nEvery rank of the group must call the same collectives in "
-                               "the same order with matching sizes; a rank that exited or "
-                               "raised shows its own error."));
+      const std::string exited = exited_ranks();
+      C10_THROW_ERROR(
+          DistBackendError,
+          c10::str(error_context(op), " failed",
+                   exited.empty() ? std::string() : " because rank(s) " + exited + " exited",
+                   ": ", e.what(),
+                   "\nEvery rank of the group must call the same collectives in the same "
+                   "order with matching sizes; a rank that exited or raised shows its own "
+                   "error."));
     }
   }
 }
@@ -170,30 +214,48 @@ double ProcessGroupNeuron::arrival_ns(c10::Device device) {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
-    Collective kind, OpType type, c10::Device device, uint64_t bytes,
+    Collective kind, OpType type, c10::Device device, uint64_t bytes, at::ScalarType dtype,
     std::vector<at::Tensor> outputs, HostStaging& staging, const GlooOps& ops) {
   const auto stream = collective_stream(device.index(), stream_slot_);
   trnsim::Queue& queue = queue_of(stream);
-  // The clock agreement runs beside the data on Gloo's worker threads.
-  at::Tensor clock = at::empty({1}, at::kDouble);
-  clock.data_ptr<double>()[0] = arrival_ns(device);
-  std::vector<at::Tensor> clocks{clock};
+  const char* name = trnsim::collective_name(kind);
+  // Agree on the clock and check that every rank calls the same collective before Gloo moves
+  // any data: Gloo aborts the process on a size mismatch. One MAX all-reduce of
+  // [arrival, signature, bytes, -signature, -bytes] gives the latest arrival and, through
+  // max == -max(-x), whether all ranks agree.
+  const double signature = static_cast<double>(static_cast<int>(kind) * 256 +
+                                               static_cast<int>(dtype) + 1);
+  // all_to_all's sizes may differ per rank (uneven splits): the largest is charged.
+  const double checked_bytes = kind == Collective::AllToAll ? 0.0 : static_cast<double>(bytes);
+  at::Tensor agreement = at::empty({6}, at::kDouble);
+  double* a = agreement.data_ptr<double>();
+  a[0] = arrival_ns(device);
+  a[1] = signature;
+  a[2] = checked_bytes;
+  a[3] = -signature;
+  a[4] = -checked_bytes;
+  a[5] = static_cast<double>(bytes);
+  std::vector<at::Tensor> agreements{agreement};
   c10d::AllreduceOptions max_opts;
   max_opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MAX);
-  WorkList works{gloo_->allreduce(clocks, max_opts)};
+  wait_all({gloo_->allreduce(agreements, max_opts)}, name);
+  TORCH_CHECK(a[1] == -a[3] && a[2] == -a[4], error_context(name),
+              ": the ranks of the group called different collectives or sizes (this rank: ",
+              name, " of ", bytes, " bytes of ", dtype,
+              "). Every rank must call the same collectives in the same order with matching "
+              "sizes and dtypes; TORCH_DISTRIBUTED_DEBUG=DETAIL names the ranks.");
   if (ops) {
-    for (auto& work : ops()) works.push_back(std::move(work));
+    wait_all(ops(), name);
+    staging.finish();
   }
-  const char* name = trnsim::collective_name(kind);
-  wait_all(works, name);
-  staging.finish();
-
-  const auto cost = trnsim::collective_cost(system().instance(), kind, bytes, places_);
+  const auto charged_size = static_cast<uint64_t>(a[5]);
+  const auto cost = trnsim::collective_cost(system().instance(), kind, charged_size, places_);
   trnsim::OpCost charged;
-  charged.bytes = bytes;
-  queue.wait_until(clock.data_ptr<double>()[0]);
-  const double end = queue.launch(c10::str("c10d::", name), charged, cost.duration_ns,
-                                  json_detail(cost, kind, bytes, places_.size(), group_name_));
+  charged.bytes = charged_size;
+  queue.wait_until(a[0]);
+  const double end =
+      queue.launch(c10::str("c10d::", name), charged, cost.duration_ns,
+                   json_detail(cost, kind, charged_size, places_.size(), group_name_));
   return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(outputs), stream, end);
 }
 
@@ -203,7 +265,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
   if (!device) return gloo_->broadcast(tensors, opts);
   HostStaging staging;
   auto host = staging.outputs(tensors);
-  return collective(Collective::Broadcast, OpType::BROADCAST, *device, total_bytes(tensors),
+  return collective(Collective::Broadcast, OpType::BROADCAST, *device, total_bytes(tensors), dtype_of(tensors),
                     tensors, staging, [&] { return WorkList{gloo_->broadcast(host, opts)}; });
 }
 
@@ -217,7 +279,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
   apply_premul(opts.reduceOp, host, /*in_place=*/true);
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
-  return collective(Collective::AllReduce, OpType::ALLREDUCE, *device, total_bytes(tensors),
+  return collective(Collective::AllReduce, OpType::ALLREDUCE, *device, total_bytes(tensors), dtype_of(tensors),
                     tensors, staging, [&] { return WorkList{gloo_->allreduce(host, gloo_opts)}; });
 }
 
@@ -234,7 +296,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
   one.timeout = opts.timeout;
   // One all-reduce per tensor (Gloo's coalesced form needs one dtype), charged as one.
   return collective(Collective::AllReduce, OpType::ALLREDUCE_COALESCED, *device,
-                    total_bytes(tensors), tensors, staging, [&] {
+                    total_bytes(tensors), dtype_of(tensors), tensors, staging, [&] {
                       WorkList works;
                       for (auto& t : host) {
                         std::vector<at::Tensor> single{t};
@@ -254,7 +316,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor
   apply_premul(opts.reduceOp, host, /*in_place=*/true);
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
-  return collective(Collective::Reduce, OpType::REDUCE, *device, total_bytes(tensors), tensors,
+  return collective(Collective::Reduce, OpType::REDUCE, *device, total_bytes(tensors), dtype_of(tensors),
+                    tensors,
                     staging, [&] { return WorkList{gloo_->reduce(host, gloo_opts)}; });
 }
 
@@ -269,7 +332,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
   auto host_out = staging.outputs(outputs);
   std::vector<at::Tensor> flat;
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
-  return collective(Collective::AllGather, OpType::ALLGATHER, *device, total_bytes(outputs),
+  return collective(Collective::AllGather, OpType::ALLGATHER, *device, total_bytes(outputs), dtype_of(inputs),
                     flat, staging,
                     [&] { return WorkList{gloo_->allgather(host_out, host_in, opts)}; });
 }
@@ -292,7 +355,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
   std::vector<at::Tensor> flat;
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   return collective(Collective::AllGather, OpType::ALLGATHER_COALESCED, *device,
-                    total_bytes(outputs), flat, staging,
+                    total_bytes(outputs), dtype_of(inputs), flat, staging,
                     [&] { return WorkList{gloo_->allgather_coalesced(host_out, host_in, opts)}; });
 }
 
@@ -311,7 +374,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
   auto host_in = staging.inputs(inputs);
   auto host_out = staging.outputs(outputs);
   const OpType type = outputs.size() == 1 ? OpType::_ALLGATHER_BASE : OpType::COALESCED;
-  return collective(Collective::AllGather, type, *device, total_bytes(outputs), outputs,
+  return collective(Collective::AllGather, type, *device, total_bytes(outputs), dtype_of(inputs),
+                    outputs,
                     staging, [&] {
                       WorkList works;
                       for (size_t i = 0; i < host_out.size(); ++i) {
@@ -333,6 +397,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
   std::vector<at::Tensor> flat;
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   return collective(Collective::Gather, OpType::GATHER, *device, total_bytes(inputs) * getSize(),
+                    dtype_of(inputs),
                     flat, staging,
                     [&] { return WorkList{gloo_->gather(host_out, host_in, opts)}; });
 }
@@ -348,7 +413,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
   std::vector<std::vector<at::Tensor>> host_in;
   for (const auto& list : inputs) host_in.push_back(staging.inputs(list));
   return collective(Collective::Scatter, OpType::SCATTER, *device,
-                    total_bytes(outputs) * getSize(), outputs, staging,
+                    total_bytes(outputs) * getSize(), dtype_of(outputs), outputs, staging,
                     [&] { return WorkList{gloo_->scatter(host_out, host_in, opts)}; });
 }
 
@@ -369,7 +434,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
   return collective(Collective::ReduceScatter, OpType::REDUCE_SCATTER, *device,
-                    total_bytes(outputs) * getSize(), outputs, staging,
+                    total_bytes(outputs) * getSize(), dtype_of(outputs), outputs, staging,
                     [&] { return WorkList{gloo_->reduce_scatter(host_out, host_in, gloo_opts)}; });
 }
 
@@ -399,7 +464,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
   const OpType type =
       outputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE : OpType::REDUCE_SCATTER_TENSOR_COALESCED;
-  return collective(Collective::ReduceScatter, type, *device, total_bytes(inputs), outputs,
+  return collective(Collective::ReduceScatter, type, *device, total_bytes(inputs), dtype_of(inputs),
+                    outputs,
                     staging, [&] {
                       WorkList works;
                       for (size_t i = 0; i < host_out.size(); ++i) {
@@ -421,6 +487,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
   auto host_in = staging.input(input);
   auto host_out = staging.output(output);
   return collective(Collective::AllToAll, OpType::ALLTOALL_BASE, *device, total_bytes({input}),
+                    input.scalar_type(),
                     {output}, staging, [&] {
                       return WorkList{gloo_->alltoall_base(host_out, host_in, output_split_sizes,
                                                            input_split_sizes, opts)};
@@ -436,7 +503,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
   HostStaging staging;
   auto host_in = staging.inputs(inputs);
   auto host_out = staging.outputs(outputs);
-  return collective(Collective::AllToAll, OpType::ALLTOALL, *device, total_bytes(inputs),
+  return collective(Collective::AllToAll, OpType::ALLTOALL, *device, total_bytes(inputs), dtype_of(inputs),
                     outputs, staging,
                     [&] { return WorkList{gloo_->alltoall(host_out, host_in, opts)}; });
 }
@@ -444,7 +511,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
   // The clock agreement is itself a barrier: every rank contributes before any rank leaves.
   HostStaging staging;
-  return collective(Collective::Barrier, OpType::BARRIER, c10::Device(kNeuron, device_), 0, {},
+  return collective(Collective::Barrier, OpType::BARRIER, c10::Device(kNeuron, device_), 0,
+                    at::ScalarType::Undefined, {},
                     staging, nullptr);
 }
 

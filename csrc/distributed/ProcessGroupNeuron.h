@@ -5,8 +5,9 @@
 // collective on neuron tensors hands Gloo host views of them (HostStaging), runs to completion
 // when issued (Note [Collective completion]), and is charged on the group's collective stream:
 //   start = max over ranks of each rank's arrival (its current stream's clock, or the
-//           collective stream's if that is later), agreed through a MAX all-reduce that
-//           Gloo runs beside the data;
+//           collective stream's if that is later), agreed through a small MAX all-reduce
+//           before the data moves, which also checks that all ranks call the same
+//           collective with the same size and dtype (Gloo would abort the process);
 //   end   = start + trnsim::collective_cost(op, bytes, where the group's cores sit).
 // Every rank computes the same start and cost, so clocks agree across ranks and a late rank
 // delays everyone, as on hardware. CPU tensors go to Gloo unchanged and cost no device time.
@@ -94,10 +95,12 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // The Gloo works of one collective on host tensors.
   using GlooOps = std::function<std::vector<c10::intrusive_ptr<c10d::Work>>()>;
 
-  // Runs `ops` beside the clock agreement, finishes `staging`, charges `bytes` of `kind` on
-  // the collective stream of `device` and returns the finished Work with `outputs`.
+  // Agrees with the other ranks on the start time and on what is being called (kind, bytes,
+  // dtype), runs `ops`, finishes `staging`, charges `bytes` of `kind` on the collective stream
+  // of `device` and returns the finished Work with `outputs`.
   c10::intrusive_ptr<c10d::Work> collective(trnsim::Collective kind, c10d::OpType type,
                                             c10::Device device, uint64_t bytes,
+                                            at::ScalarType dtype,
                                             std::vector<at::Tensor> outputs,
                                             HostStaging& staging, const GlooOps& ops);
   // Waits for Gloo works, turning their errors into one that names this group and op.
@@ -111,6 +114,8 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // This rank's arrival on `device`: the later of its current and collective streams.
   double arrival_ns(c10::Device device);
   std::string error_context(const std::string& op) const;
+  // "1, 3": the group's ranks on this machine whose processes have exited.
+  std::string exited_ranks() const;
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   std::chrono::milliseconds timeout_;
@@ -118,6 +123,7 @@ class ProcessGroupNeuron final : public c10d::Backend {
   c10::DeviceIndex device_;
   int stream_slot_;  // which collective stream of a device this group uses
   std::vector<trnsim::RankPlace> places_;
+  std::vector<int64_t> pids_;  // per rank; -1 for ranks on other machines
 };
 
 }  // namespace torch_neuron

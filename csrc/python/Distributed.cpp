@@ -1,6 +1,7 @@
 // Python binding of the neuron process group (torch_neuron.distributed creates it).
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "distributed/ProcessGroupNeuron.h"
@@ -9,6 +10,37 @@
 namespace py = pybind11;
 
 namespace torch_neuron {
+namespace {
+
+trnsim::Collective collective_named(const std::string& name) {
+  for (int i = 0; i <= static_cast<int>(trnsim::Collective::Barrier); ++i) {
+    const auto op = static_cast<trnsim::Collective>(i);
+    if (name == trnsim::collective_name(op)) return op;
+  }
+  throw py::value_error("unknown collective '" + name + "'; expected all_reduce, all_gather, "
+                        "reduce_scatter, broadcast, reduce, all_to_all, gather, scatter, "
+                        "send_recv or barrier");
+}
+
+// The cost model's prediction for a collective: what the backend charges (tests, benchmarks).
+py::dict collective_cost(const std::string& op, uint64_t bytes,
+                         const std::vector<std::pair<int, int>>& places,
+                         const std::string& instance) {
+  std::vector<trnsim::RankPlace> ranks;
+  for (const auto& [node, chip] : places) ranks.push_back({node, chip});
+  const auto cost = trnsim::collective_cost(trnsim::find_instance(instance),
+                                            collective_named(op), bytes, ranks);
+  py::dict d;
+  d["duration_ns"] = cost.duration_ns;
+  d["algorithm"] = cost.algorithm;
+  d["link"] = cost.link;
+  d["link_gbps"] = cost.link_gbps;
+  d["algbw_gbps"] = cost.algbw_gbps;
+  d["busbw_gbps"] = cost.busbw_gbps;
+  return d;
+}
+
+}  // namespace
 
 void bind_distributed(py::module& m) {
   // c10d::Backend is already bound by torch (torch._C._distributed_c10d.Backend): the
@@ -30,6 +62,8 @@ void bind_distributed(py::module& m) {
         for (const auto& p : pg.places()) out.emplace_back(p.node, p.chip);
         return out;
       });
+  m.def("_collective_cost", torch::wrap_pybind_function(&collective_cost), py::arg("op"),
+        py::arg("bytes"), py::arg("places"), py::arg("instance"));
 }
 
 }  // namespace torch_neuron

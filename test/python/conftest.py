@@ -127,3 +127,35 @@ def run_torchrun(script, nproc, args=(), env=None, timeout=240, nnodes=1):
 def assert_ok(result):
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     return result
+
+
+def run_ranks(script, world, args=(), env=None, timeout=120, ranks=None):
+    """Starts ranks of `script` as independent processes (no torchrun agent, so that one
+    rank's death does not stop the others); `ranks` picks which of the `world` ranks to start.
+    Returns one CompletedProcess per started rank; on timeout every rank is killed."""
+    import signal
+
+    path = os.path.join(DISTRIBUTED_DIR, script)
+    port = free_loopback_port()
+    procs = []
+    for rank in (range(world) if ranks is None else ranks):
+        rank_env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                    "LOCAL_WORLD_SIZE": str(world), "MASTER_PORT": str(port)}
+        rank_env.update(env or {})
+        procs.append(subprocess.Popen([sys.executable, path, *args], env=loopback_env(rank_env),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    results = []
+    try:
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            results.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"ranks of {script} still running after {timeout} s")
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return results

@@ -1,0 +1,43 @@
+"""Failures under the neuron process group raise clear errors within the group's timeout
+instead of hanging, and tearing a group down gives its HBM back."""
+
+from conftest import assert_ok, run_ranks
+
+
+def test_an_exited_rank_makes_the_others_raise_naming_it():
+    results = run_ranks("faults_worker.py", 2, ["rank_exits"], timeout=90)
+    assert results[1].returncode == 3
+    survivor = assert_ok(results[0])
+    assert "DistBackendError" in survivor.stdout
+    assert "rank(s) 1 exited" in survivor.stdout, survivor.stdout
+    assert "all_reduce on rank 0 of 2" in survivor.stdout
+
+
+def test_mismatched_collectives_raise_on_every_rank():
+    results = run_ranks("faults_worker.py", 2, ["mismatch"], env={"TEST_PG_TIMEOUT": "10"},
+                        timeout=90)
+    for result in results:
+        assert_ok(result)
+        assert "raised" in result.stdout and "all_reduce" in result.stdout, result.stdout
+
+
+def test_mismatch_is_named_with_distributed_debug_detail():
+    results = run_ranks("faults_worker.py", 2, ["mismatch"],
+                        env={"TEST_PG_TIMEOUT": "10", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+                        timeout=90)
+    for result in results:
+        assert_ok(result)
+        # PyTorch's ProcessGroupWrapper compares the ranks' collectives before running them.
+        assert "Detected mismatch between collectives on ranks" in result.stdout, result.stdout
+
+
+def test_a_rank_that_never_joins_makes_init_raise():
+    (result,) = run_ranks("faults_worker.py", 2, ["no_peer"], env={"TEST_PG_TIMEOUT": "5"},
+                          ranks=[0], timeout=90)
+    assert_ok(result)
+    assert "raised after" in result.stdout
+
+
+def test_destroy_process_group_gives_hbm_back():
+    for result in run_ranks("faults_worker.py", 2, ["teardown"], timeout=90):
+        assert "teardown ok" in assert_ok(result).stdout

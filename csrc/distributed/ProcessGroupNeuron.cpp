@@ -128,6 +128,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, i
       timeout_(timeout),
       group_name_(std::move(group_name)),
       device_(device),
+      node_(node),
       stream_slot_(next_stream_slot++) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo process group to move data");
   // Every rank reports where it sits and which process it is; chip and core are -1 for a rank
@@ -519,6 +520,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOp
 void ProcessGroupNeuron::monitoredBarrier(const c10d::BarrierOptions& opts,
                                           bool wait_all_ranks) {
   gloo_->monitoredBarrier(opts, wait_all_ranks);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupNeuron::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  // Gloo's split takes its own Options type, which an extension cannot build (the wheel has no
+  // Gloo headers); given other options it falls back to its defaults with a warning that
+  // would only confuse here, so the warning is dropped and the timeout set afterwards.
+  struct Silent : c10::WarningHandler {
+    void process(const c10::Warning&) override {}
+  } silent;
+  c10::intrusive_ptr<c10d::Backend> gloo;
+  {
+    c10::WarningUtils::WarningHandlerGuard guard(&silent);
+    gloo = gloo_->split(store, ranks, opts);
+  }
+  if (!gloo) return nullptr;
+  const auto timeout = opts ? opts->timeout : timeout_;
+  gloo->setTimeout(timeout);
+  auto group = c10::make_intrusive<ProcessGroupNeuron>(
+      gloo, gloo->getRank(), gloo->getSize(), timeout, opts ? opts->group_name : group_name_,
+      device_, node_);
+  group->setGroupUid(opts ? opts->group_name : group_name_);
+  return group;
 }
 
 void ProcessGroupNeuron::setSequenceNumberForGroup() { gloo_->setSequenceNumberForGroup(); }

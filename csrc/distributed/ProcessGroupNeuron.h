@@ -88,6 +88,12 @@ class ProcessGroupNeuron final : public c10d::Backend {
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  // dist.split_group (and DeviceMesh on a group bound to a device): the subgroup of `ranks`,
+  // over Gloo's split of this group; nullptr on ranks outside it.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
 
@@ -121,6 +127,7 @@ class ProcessGroupNeuron final : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::string group_name_;
   c10::DeviceIndex device_;
+  int node_;
   int stream_slot_;  // which collective stream of a device this group uses
   std::vector<trnsim::RankPlace> places_;
   std::vector<int64_t> pids_;  // per rank; -1 for ranks on other machines

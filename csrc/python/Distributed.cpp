@@ -56,6 +56,9 @@ void bind_distributed(py::module& m) {
            py::arg("gloo"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("group_name"), py::arg("device"), py::arg("node"),
            py::call_guard<py::gil_scoped_release>())
+      // dist.split_group deep-copies the parent's `options` when given none; c10d's Options
+      // cannot be copied from Python, and None makes the C++ split take this group's own.
+      .def_property_readonly("options", [](const ProcessGroupNeuron&) { return py::none(); })
       .def_property_readonly("device", [](const ProcessGroupNeuron& pg) { return int(pg.device()); })
       .def_property_readonly("places", [](const ProcessGroupNeuron& pg) {
         std::vector<std::pair<int, int>> out;

@@ -35,6 +35,13 @@ assert t.device == device and t.cpu().tolist() == [world * (world + 1) / 2] * 4
 c = torch.full((2,), float(rank))
 dist.all_reduce(c)
 assert c.tolist() == [float(sum(range(world)))] * 2
+if form == "device_id":
+    # A group bound to a device can be split: the neuron backend splits itself.
+    halves = dist.split_group(split_ranks=[[r] for r in range(world)])
+    assert type(halves._get_backend(device)).__name__ == "_ProcessGroupNeuron"
+    t = torch.full((2,), float(rank), device=device)
+    dist.all_reduce(t, group=halves)
+    assert t.cpu().tolist() == [float(rank)] * 2
 # A subgroup of the bound group (DeviceMesh splits it when a device is bound).
 mesh = torch.distributed.device_mesh.init_device_mesh("neuron", (world,))
 t = torch.ones(3, device=device)

@@ -1,10 +1,13 @@
 #include "distributed/HostStaging.h"
 
 #include "aten/HostView.h"
+#include "runtime/DeviceAllocator.h"
+#include "runtime/Runtime.h"
 
 namespace torch_neuron {
 
 at::Tensor HostStaging::stage(const at::Tensor& tensor, bool is_output) {
+  if (tensor.device().type() == kNeuron) staged_.push_back(tensor);
   // Not recycled (recycle_host_view): Gloo's worker threads use the view.
   at::Tensor host = host_view(tensor);
   if (host.is_contiguous()) return as_gloo_dtype(host);
@@ -43,6 +46,13 @@ void HostStaging::finish() {
     host_view(tensor).copy_(buffer);
   }
   copy_back_.clear();
+}
+
+void HostStaging::record_stream(const c10::Stream& stream) const {
+  for (const auto& t : staged_) {
+    if (t.device() != stream.device()) continue;
+    device_allocator().recordStream(t.storage().data_ptr(), stream);
+  }
 }
 
 at::Tensor as_gloo_dtype(const at::Tensor& host) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Stream.h>
 
 #include <utility>
 #include <vector>
@@ -23,11 +24,16 @@ class HostStaging {
 
   // Copies staged outputs back into their neuron tensors. Call once the collective is done.
   void finish();
+  // Tells the caching allocator that `stream` (the collective's) uses every staged neuron
+  // tensor, so that their blocks are reused only after the collective's simulated end (as
+  // ProcessGroupNCCL records its stream on the tensors it is given).
+  void record_stream(const c10::Stream& stream) const;
 
  private:
   at::Tensor stage(const at::Tensor& tensor, bool is_output);
 
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (neuron tensor, host buffer)
+  std::vector<at::Tensor> staged_;                             // every neuron tensor
 };
 
 // Gloo moves float8 data only as bytes: every float8 type is one byte wide, so a uint8 view

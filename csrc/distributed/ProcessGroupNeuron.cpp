@@ -257,6 +257,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   const double end =
       queue.launch(c10::str("c10d::", name), charged, cost.duration_ns,
                    json_detail(cost, kind, charged_size, places_.size(), group_name_));
+  staging.record_stream(stream);
   return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(outputs), stream, end);
 }
 

@@ -157,6 +157,29 @@ for t, n in zip(tensors, neuron_tensors):
     assert torch.equal(n.cpu(), ref)
 checks += 1
 
+# Coalesced all_gather_into_tensor and reduce_scatter_tensor (FSDP-style flat buffers).
+ins = [make((3,), torch.float32, 42), make((5,), torch.float32, 43)]
+gathered = [torch.empty(world * 3, device=DEVICE), torch.empty(world * 5, device=DEVICE)]
+with dist._coalescing_manager(async_ops=True) as cm:
+    for out, x in zip(gathered, ins):
+        dist.all_gather_into_tensor(out, x.to(DEVICE))
+cm.wait()
+fulls = [make((world * 2,), torch.int32, 44).float(), make((world * 4,), torch.int32, 45).float()]
+scattered = [torch.empty(2, device=DEVICE), torch.empty(4, device=DEVICE)]
+with dist._coalescing_manager(async_ops=True) as cm:
+    for out, x in zip(scattered, fulls):
+        dist.reduce_scatter_tensor(out, x.to(DEVICE))
+cm.wait()
+for out, x in zip(gathered, ins):
+    ref = torch.empty(out.shape)
+    dist.all_gather_into_tensor(ref, x, group=cpu_group)
+    assert torch.equal(out.cpu(), ref)
+for out, x in zip(scattered, fulls):
+    ref = torch.empty(out.shape)
+    dist.reduce_scatter_tensor(ref, x, group=cpu_group)
+    assert torch.equal(out.cpu(), ref)
+checks += 2
+
 # Point to point: a ring of isend/irecv, blocking send/recv, and batch_isend_irecv.
 right, left = (rank + 1) % world, (rank - 1) % world
 send_t = torch.arange(6, dtype=torch.float32, device=DEVICE).reshape(2, 3) + 10 * rank

@@ -1,6 +1,8 @@
 """Command line of torch_neuron.
 
     python -m torch_neuron run SCRIPT.py [ARGS] [--instance NAME] [--trace OUT.json] [--plot OUT.png]
+    python -m torch_neuron run --nproc-per-node N [--nnodes M] SCRIPT.py [ARGS] [--instance NAME]
+                               [--trace OUT.json]   # a distributed script, one report of all ranks
     python -m torch_neuron info [--instance NAME]  # the simulated Trainium instance
     python -m torch_neuron cmake-prefix-path       # for cmake -DCMAKE_PREFIX_PATH=... (C++)
 
@@ -8,17 +10,27 @@
 its work would take on the chosen Trainium instance and where the time goes. Its options may
 come before or after the script's own arguments; put script arguments after `--` if they
 clash with them.
+
+With --nproc-per-node N, `run` launches a distributed script as torchrun would: N ranks per
+simulated instance (rank on neuron:LOCAL_RANK, backend "neuron"), M instances with --nnodes M,
+all on this machine's loopback. It then prints one report of every rank (predicted time,
+compute, communication and exposed communication per rank, the collectives with their sizes,
+algorithms, links and bus bandwidths, CPU fallback ops, peak HBM), and --trace writes one
+trace with a process per rank. The exit code is nonzero if a rank failed; the end of that
+rank's stderr is shown.
 """
 
 import argparse
 import os
 import runpy
+import signal
 import sys
 import traceback
 
 import torch
 
 import torch_neuron
+from torch_neuron import _distributed_report
 
 
 def cmake_prefix_path(args: argparse.Namespace) -> None:
@@ -48,7 +60,12 @@ def info(args: argparse.Namespace) -> None:
     print(f"peak FP32:     {inst['fp32_tflops_per_chip']:g} TFLOPS per chip")
 
 
-RUN_OPTIONS = {"--instance": "instance", "--trace": "trace", "--plot": "plot"}
+RUN_OPTIONS = {"--instance": "instance", "--trace": "trace", "--plot": "plot",
+               "--nproc-per-node": "nproc", "--nproc_per_node": "nproc", "--nnodes": "nnodes",
+               # Internal: a rank started by the launcher writes its records to this directory.
+               "--rank-report-dir": "rank_report_dir"}
+RUN_USAGE = ("usage: python -m torch_neuron run [--nproc-per-node N [--nnodes M]] SCRIPT.py [ARGS] "
+             "[--instance NAME] [--trace OUT.json] [--plot OUT.png]")
 
 
 def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]:
@@ -76,11 +93,39 @@ def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]
     return options, script, script_args
 
 
+def positive_int(options: dict, name: str, flag: str) -> int:
+    value = options.get(name, "1")
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(f"python -m torch_neuron run: {flag} needs a positive integer, "
+                         f"not {value!r}")
+    return int(value)
+
+
+def launch_ranks(options: dict, script: str, script_args: list[str]) -> int:
+    """`run --nproc-per-node N [--nnodes M]`: the ranks under torchrun, one report."""
+    from torch_neuron import _launcher
+
+    nproc = positive_int(options, "nproc", "--nproc-per-node")
+    nnodes = positive_int(options, "nnodes", "--nnodes")
+    if "plot" in options:
+        print("python -m torch_neuron run: --plot draws one process; with --nproc-per-node use "
+              "--trace", file=sys.stderr)
+        return 2
+    count = torch.neuron.device_count()
+    if nproc > count:
+        name = torch_neuron._C._instance_info()["name"]
+        print(f"python -m torch_neuron run: error: --nproc-per-node {nproc} needs {nproc} "
+              f"NeuronCores, the simulated {name} has {count}; choose a larger instance "
+              "with --instance", file=sys.stderr)
+        return 1
+    return _launcher.launch(nproc, nnodes, script, script_args, options.get("instance"),
+                            options.get("trace"))
+
+
 def run(tokens: list[str]) -> int:
     options, script, script_args = split_run_arguments(tokens)
     if script is None:
-        print("usage: python -m torch_neuron run SCRIPT.py [ARGS] [--instance NAME] "
-              "[--trace OUT.json] [--plot OUT.png]", file=sys.stderr)
+        print(RUN_USAGE, file=sys.stderr)
         return 2
     if not os.path.isfile(script):
         print(f"python -m torch_neuron run: no such script: {script}", file=sys.stderr)
@@ -90,9 +135,16 @@ def run(tokens: list[str]) -> int:
     except RuntimeError as e:  # a bad --instance
         print(f"python -m torch_neuron run: error: {e}", file=sys.stderr)
         return 1
+    if "nproc" in options or "nnodes" in options:
+        return launch_ranks(options, script, script_args)
+    rank_report_dir = options.get("rank_report_dir")
+    if rank_report_dir:
+        from torch_neuron._launcher import die_with_parent
+
+        die_with_parent(signal.SIGKILL)  # Note [Launcher processes]
     sys.argv = [script] + script_args
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    code = 0
+    code, error = 0, None
     with torch_neuron.profiler.profile() as prof:
         try:
             runpy.run_path(script, run_name="__main__")
@@ -106,8 +158,15 @@ def run(tokens: list[str]) -> int:
             tb = e.__traceback__
             while tb is not None and tb.tb_frame.f_code.co_filename != script:
                 tb = tb.tb_next
-            traceback.print_exception(type(e), e, tb or e.__traceback__)
+            error = "".join(traceback.format_exception(type(e), e, tb or e.__traceback__))
+            print(error, end="", file=sys.stderr)
             code = 1
+            if rank_report_dir:
+                record_for_torchrun(e)
+    if rank_report_dir:
+        report = _distributed_report.rank_report(prof, code, error)
+        _distributed_report.write_rank_report(rank_report_dir, report)
+        return code
     print("\n" + "=" * 30 + " torch_neuron report " + "=" * 30)
     print(prof.summary())
     if "trace" in options:
@@ -117,6 +176,17 @@ def run(tokens: list[str]) -> int:
         prof.plot(options["plot"])
         print(f"plot: {options['plot']}")
     return code
+
+
+def record_for_torchrun(e: BaseException) -> None:
+    """Writes the error where torchrun's failure summary reads it (TORCHELASTIC_ERROR_FILE),
+    as @torch.distributed.elastic.multiprocessing.errors.record would."""
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    try:
+        ErrorHandler().record_exception(e)
+    except Exception:  # the summary is a courtesy; the rank's own report has the error
+        pass
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,7 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     info_parser.add_argument("--instance", help="instance type (default: TORCH_NEURON_INSTANCE)")
     info_parser.set_defaults(run=info)
     commands.add_parser("run", help="run SCRIPT.py on the simulated instance and report "
-                        "its predicted time (options: --instance, --trace, --plot)")
+                        "its predicted time (options: --instance, --trace, --plot; "
+                        "--nproc-per-node N [--nnodes M] for a distributed script)")
     args = parser.parse_args(argv)
     try:
         args.run(args)

@@ -8,6 +8,11 @@
 Every op launched while the profiler is active is recorded with its simulated start and
 duration on its stream, the busy time of each engine the cost model charged, its FLOPs and
 bytes. Times are simulated Trainium time, not host time.
+
+Collectives of the c10d "neuron" backend run on their process group's own stream: the summary
+lists them in a "Collectives" section instead of among the ops, with each device's compute,
+communication and exposed communication time (Note [Exposed communication] in
+torch_neuron/_collectives.py); the trace names their track "collectives (group G)".
 """
 
 import collections
@@ -17,6 +22,8 @@ from typing import Optional
 import torch
 
 from torch_neuron import _C
+from torch_neuron._collectives import (collective_detail, collectives_table, is_collective,
+                                       time_breakdown, track_name)
 from torch_neuron._op_tracking import get_fallback_ops
 
 ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA")
@@ -57,6 +64,13 @@ class profile:
     def devices(self) -> list[int]:
         return sorted({r["device"] for r in self.records})
 
+    def compute_records(self) -> list[dict]:
+        """The ops and copies: every record but the collectives."""
+        return [r for r in self.records if not is_collective(r)]
+
+    def collective_records(self) -> list[dict]:
+        return [r for r in self.records if is_collective(r)]
+
     def span_ns(self, device: int) -> float:
         """Simulated time from the first op's start to the last op's end on a device."""
         rs = [r for r in self.records if r["device"] == device]
@@ -68,10 +82,16 @@ class profile:
         """The longest device span: the predicted wall time of the profiled region."""
         return max((self.span_ns(d) for d in self.devices()), default=0.0)
 
+    def time_breakdown(self, device: int) -> dict[str, float]:
+        """span_ns, compute_ns, communication_ns and exposed_communication_ns of a device."""
+        return time_breakdown([r for r in self.records if r["device"] == device])
+
     def engine_utilization(self, device: int) -> dict[str, float]:
+        """Busy time of each NeuronCore engine over the device's span. Collectives are not
+        counted: they run on the collective-communication cores, not on these engines."""
         span = self.span_ns(device) or 1.0
         busy = collections.Counter()
-        for r in self.records:
+        for r in self.compute_records():
             if r["device"] == device:
                 busy.update(r["engine_ns"])
         return {e: busy[e] / span for e in ENGINES}
@@ -79,74 +99,47 @@ class profile:
     def mfu(self, device: int) -> float:
         """Model FLOPs utilisation: FLOPs done over what the core's BF16 peak allows in the
         span."""
-        info = _C._instance_info()
-        peak_per_ns = info["bf16_tflops_per_chip"] * 1e3 / info["logical_cores_per_chip"]
-        flops = sum(r["flops"] for r in self.records
-                    if r["device"] == device and "TensorE" in r["engine_ns"])
-        span = self.span_ns(device)
-        return flops / (span * peak_per_ns) if span else 0.0
+        return mfu([r for r in self.records if r["device"] == device], self.span_ns(device),
+                   _C._instance_info())
 
     def by_op(self) -> list[dict]:
-        """Per op name: calls, simulated time, FLOPs, bytes; sorted by time."""
-        rows = {}
-        for r in self.records:
-            row = rows.setdefault(r["name"], {"name": r["name"], "calls": 0, "time_ns": 0.0,
-                                              "flops": 0.0, "bytes": 0})
-            row["calls"] += 1
-            row["time_ns"] += r["duration_ns"]
-            row["flops"] += r["flops"]
-            row["bytes"] += r["bytes"]
-        return sorted(rows.values(), key=lambda row: -row["time_ns"])
+        """Per op name: calls, simulated time, FLOPs, bytes; sorted by time. Collectives are
+        not ops: see collective_records() and the summary's "Collectives" section."""
+        return op_rows(self.compute_records())
 
     # -- reports ----------------------------------------------------------------------------
 
     def summary(self, top: int = 15) -> str:
         info = _C._instance_info()
-        total = sum(r["duration_ns"] for r in self.records) or 1.0
+        compute, collectives = self.compute_records(), self.collective_records()
+        counts = f"{len(compute)} ops" + (f", {len(collectives)} collectives"
+                                          if collectives else "")
         lines = [f"Simulated {info['name']} ({info['chip']}, {info['core_version']}): "
-                 f"{len(self.records)} ops, predicted time {self.total_time_ns() / 1e3:.1f} us",
-                 "",
-                 f"{'op':<40}{'calls':>7}{'time (us)':>12}{'%':>7}{'TFLOP/s':>10}{'GB/s':>9}"]
-        for row in self.by_op()[:top]:
-            t = row["time_ns"]
-            lines.append(f"{row['name'][:39]:<40}{row['calls']:>7}{t / 1e3:>12.1f}"
-                         f"{100 * t / total:>7.1f}{row['flops'] / t / 1e3 if t else 0:>10.2f}"
-                         f"{row['bytes'] / t if t else 0:>9.1f}")
+                 f"{counts}, predicted time {self.total_time_ns() / 1e3:.1f} us", ""]
+        lines += op_table(compute, top)
         for d in self.devices():
             util = self.engine_utilization(d)
             engines = "  ".join(f"{e} {util[e]:.0%}" for e in ENGINES)
             lines += ["", f"neuron:{d}: span {self.span_ns(d) / 1e3:.1f} us, MFU {self.mfu(d):.1%}, "
                       f"peak HBM {self.peak_hbm.get(d, 0) / 2**20:.1f} MiB",
                       f"  engine busy: {engines}"]
-        if self.fallback_ops:
-            lines += ["", "CPU fallback ops: " + ", ".join(
-                f"{k} x{v}" for k, v in sorted(self.fallback_ops.items()))]
-        else:
-            lines += ["", "CPU fallback ops: none"]
+            if any(r["device"] == d for r in collectives):
+                t = self.time_breakdown(d)
+                lines.append(f"  compute {t['compute_ns'] / 1e3:.1f} us, communication "
+                             f"{t['communication_ns'] / 1e3:.1f} us, exposed communication "
+                             f"{t['exposed_communication_ns'] / 1e3:.1f} us")
+        if collectives:
+            lines += ["", "Collectives"] + collectives_table(collectives)
+        lines += ["", fallback_line(self.fallback_ops)]
         return "\n".join(lines)
 
     def chrome_trace(self) -> dict:
-        """Chrome/Perfetto trace: one process per device, a track per stream and per engine."""
+        """Chrome/Perfetto trace: one process per device, a track per stream (a process
+        group's stream is "collectives (group G)") and per engine."""
         events = []
         for d in self.devices():
-            events.append({"ph": "M", "name": "process_name", "pid": d,
-                           "args": {"name": f"neuron:{d}"}})
-            for q in sorted({r["queue"] for r in self.records if r["device"] == d}):
-                events.append({"ph": "M", "name": "thread_name", "pid": d, "tid": q,
-                               "args": {"name": f"stream {q}"}})
-            for i, e in enumerate(ENGINES):
-                events.append({"ph": "M", "name": "thread_name", "pid": d, "tid": 1000 + i,
-                               "args": {"name": e}})
-        for r in self.records:
-            args = {"shapes": r["detail"], "flops": r["flops"], "bytes": r["bytes"],
-                    "engine_ns": r["engine_ns"]}
-            events.append({"ph": "X", "name": r["name"], "pid": r["device"], "tid": r["queue"],
-                           "ts": r["start_ns"] / 1e3, "dur": r["duration_ns"] / 1e3,
-                           "args": args})
-            for e, busy in r["engine_ns"].items():
-                events.append({"ph": "X", "name": r["name"], "pid": r["device"],
-                               "tid": 1000 + ENGINES.index(e), "ts": r["start_ns"] / 1e3,
-                               "dur": busy / 1e3})
+            events += process_trace_events([r for r in self.records if r["device"] == d],
+                                           pid=d, name=f"neuron:{d}")
         return {"traceEvents": events, "displayTimeUnit": "ns",
                 "otherData": {"instance": _C._instance_info()["name"],
                               "time": "simulated Trainium time"}}
@@ -171,7 +164,8 @@ class profile:
         tracks = []
         for d in devices:
             streams = sorted({r["queue"] for r in self.records if r["device"] == d})
-            tracks += [(f"neuron:{d} stream {q}", "queue", q) for q in streams]
+            tracks += [(f"neuron:{d} {queue_track_name(self.records, d, q)}", "queue", q)
+                       for q in streams]
             tracks += [(f"neuron:{d} {e}", "engine", e) for e in ENGINES]
         colors = {}
         palette = plt.get_cmap("tab20").colors
@@ -198,3 +192,98 @@ class profile:
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)
+
+
+# -- shared with the report of several ranks (torch_neuron/_distributed_report.py) -------------
+
+
+def mfu(records: list[dict], span_ns: float, instance_info: dict) -> float:
+    """FLOPs of the TensorE records over what one logical core's BF16 peak allows in span_ns."""
+    peak_per_ns = (instance_info["bf16_tflops_per_chip"] * 1e3
+                   / instance_info["logical_cores_per_chip"])
+    flops = sum(r["flops"] for r in records
+                if "TensorE" in r["engine_ns"] and not is_collective(r))
+    return flops / (span_ns * peak_per_ns) if span_ns else 0.0
+
+
+def op_rows(records: list[dict]) -> list[dict]:
+    """Per op name: calls, simulated time, FLOPs, bytes; sorted by time."""
+    rows = {}
+    for r in records:
+        row = rows.setdefault(r["name"], {"name": r["name"], "calls": 0, "time_ns": 0.0,
+                                          "flops": 0.0, "bytes": 0})
+        row["calls"] += 1
+        row["time_ns"] += r["duration_ns"]
+        row["flops"] += r["flops"]
+        row["bytes"] += r["bytes"]
+    return sorted(rows.values(), key=lambda row: -row["time_ns"])
+
+
+def op_table(records: list[dict], top: int) -> list[str]:
+    """The op table: the `top` ops by time, with their share of all these records' time."""
+    total = sum(r["duration_ns"] for r in records) or 1.0
+    lines = [f"{'op':<40}{'calls':>7}{'time (us)':>12}{'%':>7}{'TFLOP/s':>10}{'GB/s':>9}"]
+    for row in op_rows(records)[:top]:
+        t = row["time_ns"]
+        lines.append(f"{row['name'][:39]:<40}{row['calls']:>7}{t / 1e3:>12.1f}"
+                     f"{100 * t / total:>7.1f}{row['flops'] / t / 1e3 if t else 0:>10.2f}"
+                     f"{row['bytes'] / t if t else 0:>9.1f}")
+    return lines
+
+
+def fallback_line(fallback_ops: dict[str, int]) -> str:
+    if not fallback_ops:
+        return "CPU fallback ops: none"
+    return "CPU fallback ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(fallback_ops.items()))
+
+
+def queue_track_name(records: list[dict], device: int, queue: int) -> str:
+    """"stream Q", or "collectives (group G)" for a process group's stream."""
+    on_queue = [r for r in records if r["device"] == device and r["queue"] == queue]
+    if on_queue and is_collective(on_queue[0]):
+        return track_name(on_queue)
+    return f"stream {queue}"
+
+
+ENGINE_TID_BASE = 1000  # engine tracks follow the stream tracks (stream ids are < 1000)
+DEVICE_TID_STRIDE = 10000
+
+
+def process_trace_events(records: list[dict], pid: int, name: str,
+                         sort_index: Optional[int] = None) -> list[dict]:
+    """Chrome trace events of one process: its name, a track per stream (tid = stream id) and
+    per engine (tid = 1000 + engine index), and a span per record on each. A process whose
+    records are on several devices (a rank that used more than its own NeuronCore) gets the
+    tracks of each, named "neuron:D ..." with tids offset by 10000 x (D + 1)."""
+    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}]
+    if sort_index is not None:
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid,
+                       "args": {"sort_index": sort_index}})
+    devices = sorted({r["device"] for r in records})
+    several = len(devices) > 1
+
+    def tid(device: int, track: int) -> int:
+        return (device + 1) * DEVICE_TID_STRIDE + track if several else track
+
+    for d in devices:
+        prefix = f"neuron:{d} " if several else ""
+        for q in sorted({r["queue"] for r in records if r["device"] == d}):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid(d, q),
+                           "args": {"name": prefix + queue_track_name(records, d, q)}})
+        for i, e in enumerate(ENGINES):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid,
+                           "tid": tid(d, ENGINE_TID_BASE + i), "args": {"name": prefix + e}})
+    for r in records:
+        if is_collective(r):
+            args = {**collective_detail(r), "bytes": r["bytes"]}
+        else:
+            args = {"shapes": r["detail"], "flops": r["flops"], "bytes": r["bytes"],
+                    "engine_ns": r["engine_ns"]}
+        events.append({"ph": "X", "name": r["name"], "pid": pid,
+                       "tid": tid(r["device"], r["queue"]), "ts": r["start_ns"] / 1e3,
+                       "dur": r["duration_ns"] / 1e3, "args": args})
+        for e, busy in r["engine_ns"].items():
+            events.append({"ph": "X", "name": r["name"], "pid": pid,
+                           "tid": tid(r["device"], ENGINE_TID_BASE + ENGINES.index(e)),
+                           "ts": r["start_ns"] / 1e3, "dur": busy / 1e3})
+    return events

@@ -92,8 +92,14 @@ def run_process_group(command, env=None, timeout=240):
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
+        # SIGTERM first: torchrun starts its ranks in sessions of their own and stops them
+        # itself when it is terminated; SIGKILL only if it does not exit in time.
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
         raise AssertionError(f"timed out after {timeout} s\nstdout:\n{stdout}\nstderr:\n{stderr}")
     finally:
         try:

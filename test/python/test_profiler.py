@@ -1,15 +1,20 @@
 """torch_neuron.profiler through its public interface: what profile() records, the summary
 report, the Chrome/Perfetto trace (well-formed, ordered, durations equal to trnsim's cost model),
-the PNG plot, and that tracing stops with the context."""
+the PNG plot, that tracing stops with the context, and how collectives (records on a process
+group's stream) are reported: apart from the ops, with compute, communication and exposed
+communication per device (interval arithmetic checked on synthetic records)."""
 
 import json
 import math
+import random
 
 import pytest
 import torch
 import torch.nn as nn
 
 import torch_neuron
+from torch_neuron._collectives import (covered_ns, merge_intervals, time_breakdown,
+                                       uncovered_ns)
 from torch_neuron.profiler import ENGINES, profile
 
 # From the hardware table (ARCHITECTURE.md, "The hardware model"): per chip dense TFLOPS, HBM
@@ -312,3 +317,131 @@ def test_tracing_is_off_after_an_exception():
     a @ a
     assert torch_neuron._C._take_trace() == []
 
+
+
+# Collectives: interval arithmetic and reports, on synthetic records ------------------------------
+
+COLLECTIVE_STREAM = torch_neuron._C._first_collective_stream()
+
+
+def op(start, duration, name="aten::mm", device=0, queue=0, flops=0.0, engine_ns=None):
+    return {"name": name, "device": device, "queue": queue, "start_ns": float(start),
+            "duration_ns": float(duration), "engine_ns": engine_ns or {}, "flops": flops,
+            "bytes": 0, "detail": ""}
+
+
+def collective(start, duration, name="c10d::all_reduce", nbytes=1 << 20, device=0, group="0",
+               algorithm="ring", link="NeuronLink", busbw=100.0, ranks=4):
+    detail = {"collective": name.split("::")[1], "bytes": nbytes, "ranks": ranks,
+              "group": group, "algorithm": algorithm, "link": link, "link_gbps": 128.0,
+              "algbw_gbps": busbw / 1.5, "busbw_gbps": busbw}
+    return {"name": name, "device": device, "queue": COLLECTIVE_STREAM, "start_ns": float(start),
+            "duration_ns": float(duration), "engine_ns": {}, "flops": 0.0, "bytes": nbytes,
+            "detail": json.dumps(detail)}
+
+
+def test_merge_intervals():
+    assert merge_intervals([]) == []
+    assert merge_intervals([(5, 7), (0, 2), (1, 3), (3, 4), (6, 6), (9, 8)]) == [(0, 4), (5, 7)]
+    assert merge_intervals([(0, 10), (2, 3)]) == [(0, 10)]  # nested
+    assert covered_ns([(0, 10), (2, 3), (20, 25)]) == 15
+
+
+@pytest.mark.parametrize("intervals,by,expected", [
+    ([(0, 10)], [], 10),                          # nothing to hide behind
+    ([(0, 10)], [(0, 10)], 0),                    # fully hidden
+    ([(0, 10)], [(-5, 20)], 0),
+    ([(0, 10)], [(2, 4), (6, 12)], 4),            # [0,2) and [4,6) exposed
+    ([(0, 10), (20, 30)], [(5, 25)], 10),         # one compute interval over two collectives
+    ([(0, 10), (5, 15)], [(12, 13)], 14),         # overlapping collectives count once
+    ([(10, 20)], [(0, 5), (25, 30)], 10),         # compute entirely outside
+    ([], [(0, 5)], 0),
+])
+def test_uncovered_ns(intervals, by, expected):
+    assert uncovered_ns(intervals, by) == expected
+
+
+def test_uncovered_ns_matches_a_brute_force_count():
+    rng = random.Random(0)
+    for _ in range(200):
+        a, b = ([(s, s + rng.randint(0, 15))
+                 for s in (rng.randint(0, 60) for _ in range(rng.randint(0, 6)))]
+                for _ in range(2))
+        in_a = {t for s, e in a for t in range(s, e)}
+        in_b = {t for s, e in b for t in range(s, e)}
+        assert uncovered_ns(a, b) == len(in_a - in_b), (a, b)
+        assert covered_ns(a) == len(in_a)
+
+
+def test_time_breakdown_of_overlapped_communication():
+    # compute [0, 100) and [150, 200); a collective [80, 180) overlaps both ends: 50 ns exposed.
+    records = [op(0, 100), op(150, 50), op(120, 10, queue=3), collective(80, 100)]
+    t = time_breakdown(records)
+    assert t == {"span_ns": 200.0, "compute_ns": 160.0, "communication_ns": 100.0,
+                 "exposed_communication_ns": 40.0}  # [100,120) and [130,150)
+    assert time_breakdown([]) == {"span_ns": 0.0, "compute_ns": 0.0, "communication_ns": 0.0,
+                                  "exposed_communication_ns": 0.0}
+
+
+@pytest.fixture
+def profile_with_collectives():
+    prof = profile()
+    prof.records = sorted([
+        op(0, 1000, flops=1e6, engine_ns={"TensorE": 900.0}),
+        op(1000, 500, name="aten::add.Tensor", engine_ns={"VectorE": 400.0}),
+        collective(1200, 800, name="c10d::all_gather", nbytes=4 << 20, busbw=90.0),
+        collective(2000, 400, name="c10d::all_gather", nbytes=4 << 20, busbw=110.0),
+        collective(2400, 600, name="c10d::reduce_scatter", nbytes=8 << 20, busbw=120.0),
+        op(2100, 300, name="aten::mm", flops=1e6, engine_ns={"TensorE": 250.0}),
+    ], key=lambda r: (r["device"], r["start_ns"]))
+    prof.peak_hbm = {0: 3 << 20}
+    return prof
+
+
+def test_summary_lists_collectives_apart_from_ops(profile_with_collectives):
+    prof = profile_with_collectives
+    text = prof.summary()
+    header, _, rest = text.partition("\n")
+    assert "3 ops, 3 collectives, predicted time 3.0 us" in header
+    op_table, _, after = rest.partition("\nneuron:0:")
+    assert "c10d::" not in op_table  # collectives are not ops
+    assert [row["name"] for row in prof.by_op()] == ["aten::mm", "aten::add.Tensor"]
+    # The % column is over the ops' time only: 1300 + 500 ns.
+    assert "aten::mm                                      2         1.3   72.2" in op_table
+    # compute [0,1500) + [2100,2400) = 1800 ns; communication [1200,3000) = 1800 ns; exposed
+    # [1500,2100) + [2400,3000) = 1200 ns.
+    assert "compute 1.8 us, communication 1.8 us, exposed communication 1.2 us" in after
+    t = prof.time_breakdown(0)
+    assert t["exposed_communication_ns"] == 1200.0
+    # Engines and MFU count the ops only; the span (3 us) is the denominator.
+    assert prof.engine_utilization(0)["TensorE"] == pytest.approx(1150 / 3000)
+    assert prof.engine_utilization(0)["DMA"] == 0
+    collectives = after.split("\nCollectives\n")[1]
+    lines = collectives.splitlines()
+    assert lines[0].split()[:3] == ["collective", "calls", "bytes"]
+    gather = next(line for line in lines if line.startswith("c10d::all_gather"))
+    assert gather.split()[:4] == ["c10d::all_gather", "2", "8.0", "MiB"]  # total bytes
+    assert "1.2" in gather.split() and "100.0" in gather.split()  # 1.2 us, mean busbw
+    assert gather.endswith("ring / NeuronLink")
+    assert any(line.startswith("c10d::reduce_scatter") for line in lines)
+    assert text.endswith("CPU fallback ops: none")
+
+
+def test_summary_without_collectives_has_no_collectives_section(training_profile):
+    text = training_profile.summary()
+    assert "Collectives" not in text and "communication" not in text
+    assert "collectives," not in text.splitlines()[0]
+
+
+def test_chrome_trace_names_the_collective_track(profile_with_collectives):
+    trace = profile_with_collectives.chrome_trace()
+    assert json.loads(json.dumps(trace)) == trace
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names[(0, 0)] == "stream 0"
+    assert names[(0, COLLECTIVE_STREAM)] == "collectives (group 0)"
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == COLLECTIVE_STREAM]
+    assert [e["name"] for e in spans] == ["c10d::all_gather", "c10d::all_gather",
+                                          "c10d::reduce_scatter"]
+    assert spans[0]["args"]["algorithm"] == "ring" and spans[0]["args"]["bytes"] == 4 << 20
+    assert spans[0]["ts"] == 1.2 and spans[0]["dur"] == 0.8

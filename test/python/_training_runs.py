@@ -1,0 +1,33 @@
+"""Launches one of the training workers of test/python/distributed twice under torchrun: on
+neuron (backend "neuron") and on the CPU (backend "gloo"), and loads what every rank saved."""
+
+import torch
+
+from conftest import assert_ok, run_torchrun
+
+# The CPU run is stock PyTorch: without this, `import torch` autoloads torch_neuron, and
+# PyTorch's defaults that follow the accelerator (fully_shard's default mesh, for one) would
+# pick neuron in the reference run too.
+CPU_ENV = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+
+
+def run_on_neuron_and_cpu(worker, ranks, out_dir, name, timeout=120):
+    """Returns {"neuron": [rank results], "cpu": [rank results]}."""
+    runs = {}
+    for device in ("neuron", "cpu"):
+        result = assert_ok(run_torchrun(worker, ranks, ["--device", device, "--out", str(out_dir)],
+                                        env=CPU_ENV if device == "cpu" else None,
+                                        timeout=timeout))
+        for rank in range(ranks):
+            assert f"{name} ok on rank {rank} ({device})" in result.stdout, result.stdout
+        runs[device] = [torch.load(out_dir / f"{device}_rank{rank}.pt")
+                        for rank in range(ranks)]
+    return runs
+
+
+def assert_tensors_equal(a, b, what):
+    """Bit for bit: same keys, dtypes, shapes and values."""
+    assert a.keys() == b.keys(), what
+    for name in a:
+        assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, (what, name)
+        assert torch.equal(a[name], b[name]), f"{what}: {name} differs\n{a[name]}\n{b[name]}"

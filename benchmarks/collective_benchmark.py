@@ -285,7 +285,14 @@ def worker(args):
             sim_all = t[2 * n:2 * n + m]
             sim_ns = sim_all[0].item() if singles else sim_all.max().item()  # one call
             sim_max, sim_min = sim_all.max().item(), -t[2 * n + m:].max().item()
-            model = collective_cost(model_op, nbytes)
+            if op == "send_recv":
+                # Every rank sends to the next and receives from the previous at once: the
+                # slowest pair of the ring sets the time.
+                model = max((torch_neuron._C._collective_cost(
+                    "send_recv", nbytes, [places[r], places[(r + 1) % world]], instance)
+                    for r in range(world)), key=lambda cost: cost["duration_ns"])
+            else:
+                model = collective_cost(model_op, nbytes)
             algbw = nbytes / sim_ns if sim_ns > 0 else float("nan")  # bytes/ns = GB/s
             busbw = algbw * factor(world)
             ceiling = model["link_gbps"]

@@ -107,7 +107,7 @@ bool process_is_running(int64_t pid) {
 }
 
 // Each process group of this process takes the next collective stream slot.
-std::atomic<int> next_stream_slot{0};
+std::atomic<int> next_stream_slot{0};  // two per group: collectives and receives, sends
 
 std::string json_detail(const trnsim::CollectiveCost& cost, Collective kind, uint64_t bytes,
                         size_t ranks, const std::string& group) {
@@ -129,7 +129,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, i
       group_name_(std::move(group_name)),
       device_(device),
       node_(node),
-      stream_slot_(next_stream_slot++) {
+      stream_slot_(next_stream_slot.fetch_add(2)) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo process group to move data");
   // Every rank reports where it sits and which process it is; chip and core are -1 for a rank
   // whose device does not exist, so that all ranks raise together instead of the others
@@ -221,42 +221,66 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   trnsim::Queue& queue = queue_of(stream);
   const char* name = trnsim::collective_name(kind);
   // Agree on the clock and check that every rank calls the same collective before Gloo moves
-  // any data: Gloo aborts the process on a size mismatch. One MAX all-reduce of
-  // [arrival, signature, bytes, -signature, -bytes] gives the latest arrival and, through
-  // max == -max(-x), whether all ranks agree.
+  // any data (Gloo aborts the process on a size mismatch): rank 0 gathers every rank's
+  // [arrival, signature, checked bytes, bytes] and broadcasts [latest arrival, largest size,
+  // first rank that differs from rank 0 or -1]. Gather and broadcast are one step each in
+  // Gloo; an all-reduce or all-gather of the same record takes several times longer here.
   const double signature = static_cast<double>(static_cast<int>(kind) * 256 +
                                                static_cast<int>(dtype) + 1);
   // all_to_all's sizes may differ per rank (uneven splits): the largest is charged.
   const double checked_bytes = kind == Collective::AllToAll ? 0.0 : static_cast<double>(bytes);
-  at::Tensor agreement = at::empty({6}, at::kDouble);
-  double* a = agreement.data_ptr<double>();
-  a[0] = arrival_ns(device);
-  a[1] = signature;
-  a[2] = checked_bytes;
-  a[3] = -signature;
-  a[4] = -checked_bytes;
-  a[5] = static_cast<double>(bytes);
-  std::vector<at::Tensor> agreements{agreement};
-  c10d::AllreduceOptions max_opts;
-  max_opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MAX);
-  wait_all({gloo_->allreduce(agreements, max_opts)}, name);
-  TORCH_CHECK(a[1] == -a[3] && a[2] == -a[4], error_context(name),
-              ": the ranks of the group called different collectives or sizes (this rank: ",
-              name, " of ", bytes, " bytes of ", dtype,
-              "). Every rank must call the same collectives in the same order with matching "
-              "sizes and dtypes; TORCH_DISTRIBUTED_DEBUG=DETAIL names the ranks.");
+  enum Field { kArrival, kSignature, kChecked, kBytes, kFields };
+  std::vector<at::Tensor> mine{at::empty({kFields}, at::kDouble)};
+  double* m = mine[0].data_ptr<double>();
+  m[kArrival] = arrival_ns(device);
+  m[kSignature] = signature;
+  m[kChecked] = checked_bytes;
+  m[kBytes] = static_cast<double>(bytes);
+  std::vector<std::vector<at::Tensor>> gathered;
+  if (getRank() == 0) {
+    gathered.emplace_back();
+    for (int r = 0; r < getSize(); ++r) gathered[0].push_back(at::empty({kFields}, at::kDouble));
+  }
+  c10d::GatherOptions to_root;
+  to_root.rootRank = 0;
+  wait_all({gloo_->gather(gathered, mine, to_root)}, name);
+  enum Verdict { kStart, kSize, kDiffering, kDifferingBytes, kVerdictFields };
+  std::vector<at::Tensor> verdict{at::empty({kVerdictFields}, at::kDouble)};
+  double* v = verdict[0].data_ptr<double>();
+  if (getRank() == 0) {
+    v[kStart] = v[kSize] = 0;
+    v[kDiffering] = v[kDifferingBytes] = -1;
+    for (int r = 0; r < getSize(); ++r) {
+      const double* a = gathered[0][r].data_ptr<double>();
+      v[kStart] = std::max(v[kStart], a[kArrival]);
+      v[kSize] = std::max(v[kSize], a[kBytes]);
+      if (v[kDiffering] < 0 && (a[kSignature] != signature || a[kChecked] != checked_bytes)) {
+        v[kDiffering] = r;
+        v[kDifferingBytes] = a[kBytes];
+      }
+    }
+  }
+  c10d::BroadcastOptions from_root;
+  from_root.rootRank = 0;
+  wait_all({gloo_->broadcast(verdict, from_root)}, name);
+  TORCH_CHECK(v[kDiffering] < 0, error_context(name), ": rank ",
+              static_cast<int>(v[kDiffering]), " of the group called a different collective, "
+              "size or dtype than rank 0 (this rank: ", name, " of ", bytes, " bytes of ",
+              dtype, "; rank ", static_cast<int>(v[kDiffering]), ": ",
+              static_cast<uint64_t>(v[kDifferingBytes]), " bytes). Every rank must call the "
+              "same collectives in the same order with matching sizes and dtypes.");
+  const double start_ns = v[kStart], charged_size = v[kSize];
   if (ops) {
     wait_all(ops(), name);
     staging.finish();
   }
-  const auto charged_size = static_cast<uint64_t>(a[5]);
-  const auto cost = trnsim::collective_cost(system().instance(), kind, charged_size, places_);
+  const auto size = static_cast<uint64_t>(charged_size);
+  const auto cost = trnsim::collective_cost(system().instance(), kind, size, places_);
   trnsim::OpCost charged;
-  charged.bytes = charged_size;
-  queue.wait_until(a[0]);
-  const double end =
-      queue.launch(c10::str("c10d::", name), charged, cost.duration_ns,
-                   json_detail(cost, kind, charged_size, places_.size(), group_name_));
+  charged.bytes = size;
+  queue.wait_until(start_ns);
+  const double end = queue.launch(c10::str("c10d::", name), charged, cost.duration_ns,
+                                  json_detail(cost, kind, size, places_.size(), group_name_));
   staging.record_stream(stream);
   return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(outputs), stream, end);
 }
@@ -553,16 +577,19 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
   return gloo_->getSequenceNumberForGroup();
 }
 
-// Point-to-point: a message carries the tensor's bytes followed by the sender's arrival time
-// (a double), so that the receiver can place the transfer on the simulated clock.
+// Point-to-point: the sender first sends its arrival time (one double), then the tensor's own
+// bytes (a host alias, no copy when contiguous). Gloo keeps the order of messages between two
+// ranks under one tag, so the receiver takes the time, then the data.
 
 double ProcessGroupNeuron::charge_transfer(c10::Device device, const char* name, uint64_t bytes,
-                                           int peer, double start_ns) {
+                                           int peer, double start_ns, bool sending) {
   const auto cost = trnsim::collective_cost(system().instance(), Collective::SendRecv, bytes,
                                             {places_[getRank()], places_[peer]});
   trnsim::OpCost charged;
   charged.bytes = bytes;
-  trnsim::Queue& queue = queue_of(collective_stream(device.index(), stream_slot_));
+  // Sends have a stream of their own: a rank's DMA queues send and receive at the same time.
+  trnsim::Queue& queue =
+      queue_of(collective_stream(device.index(), stream_slot_ + (sending ? 1 : 0)));
   queue.wait_until(start_ns);
   return queue.launch(name, charged, cost.duration_ns,
                       json_detail(cost, Collective::SendRecv, bytes, 2, group_name_));
@@ -575,19 +602,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
   TORCH_CHECK(tensors.size() == 1, "neuron process group: send takes one tensor");
   TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize(), "send: destination rank ", dst_rank,
               " is not in the group of ", getSize(), " ranks");
-  const at::Tensor data = host_view(tensors[0]).contiguous();
-  const uint64_t bytes = data.numel() * data.element_size();
-  const double arrival = arrival_ns(*device);
-  at::Tensor message = at::empty({static_cast<int64_t>(bytes + sizeof(double))}, at::kByte);
-  std::memcpy(message.data_ptr(), data.data_ptr(), bytes);
-  std::memcpy(message.data_ptr<uint8_t>() + bytes, &arrival, sizeof(double));
-  std::vector<at::Tensor> payload{message};
-  auto pending = gloo_->send(payload, dst_rank, tag);
+  const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
+  const double arrival = std::max(
+      current_queue(device->index()).now_ns(),
+      queue_of(collective_stream(device->index(), stream_slot_ + 1)).now_ns());
+  std::vector<at::Tensor> clock{at::empty({1}, at::kDouble)};
+  clock[0].data_ptr<double>()[0] = arrival;
+  auto clock_work = gloo_->send(clock, dst_rank, tag);
+  HostStaging staging;
+  std::vector<at::Tensor> data{staging.input(tensors[0])};
+  auto pending = gloo_->send(data, dst_rank, tag);
   // The sender's side ends once its bytes are on the link (the receiver buffers them).
-  const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival);
+  const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival, true);
   return c10::make_intrusive<NeuronWork>(
-      getRank(), OpType::SEND, tensors, collective_stream(device->index(), stream_slot_),
-      std::move(pending), [end, message] { return end; },
+      getRank(), OpType::SEND, tensors, collective_stream(device->index(), stream_slot_ + 1),
+      std::move(pending),
+      [end, clock, data, clock_work] {
+        clock_work->wait();
+        return end;
+      },
       error_context(c10::str("send to rank ", dst_rank)));
 }
 
@@ -595,25 +628,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
     OpType type, std::vector<at::Tensor>& tensors, int peer, int tag) {
   const auto device = neuron_device(tensors);
   TORCH_CHECK(tensors.size() == 1, "neuron process group: recv takes one tensor");
-  const at::Tensor output = tensors[0];
-  const uint64_t bytes = output.numel() * output.element_size();
+  const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
   const double arrival = arrival_ns(*device);
-  at::Tensor message = at::empty({static_cast<int64_t>(bytes + sizeof(double))}, at::kByte);
-  std::vector<at::Tensor> payload{message};
-  auto pending = type == OpType::RECV ? gloo_->recv(payload, peer, tag)
-                                      : gloo_->recvAnysource(payload, tag);
-  auto finish = [this, device, output, message, bytes, arrival, pending, peer] {
-    const int src = peer >= 0 ? peer : pending->sourceRank();
-    double sent;
-    std::memcpy(&sent, message.data_ptr<uint8_t>() + bytes, sizeof(double));
-    host_view(output).copy_(
-        message.narrow(0, 0, bytes).view(output.scalar_type()).view(output.sizes()));
-    return charge_transfer(*device, "c10d::recv", bytes, src, std::max(sent, arrival));
+  std::vector<at::Tensor> clock{at::empty({1}, at::kDouble)};
+  auto staging = std::make_shared<HostStaging>();
+  std::vector<at::Tensor> data{staging->output(tensors[0])};
+  // From a known rank both receives are posted now; from any rank, the data is received from
+  // whichever rank the time came from, once it has come.
+  c10::intrusive_ptr<c10d::Work> clock_work, data_work;
+  if (type == OpType::RECV) {
+    clock_work = gloo_->recv(clock, peer, tag);
+    data_work = gloo_->recv(data, peer, tag);
+  } else {
+    clock_work = gloo_->recvAnysource(clock, tag);
+  }
+  // NeuronWork waits for the pending Gloo work before `finish`; a Gloo receive must not be
+  // waited for twice (the second wait blocks for another message).
+  auto finish = [this, device, clock, data, staging, clock_work, known = bool(data_work), bytes,
+                 arrival, tag]() mutable {
+    if (known) {
+      clock_work->wait();  // the data, which came after it, is in
+    } else {
+      gloo_->recv(data, clock_work->sourceRank(), tag)->wait();
+    }
+    const int src = clock_work->sourceRank();
+    staging->finish();
+    const double sent = clock[0].data_ptr<double>()[0];
+    return charge_transfer(*device, "c10d::recv", bytes, src, std::max(sent, arrival), false);
   };
   const std::string peer_name = peer >= 0 ? c10::str("rank ", peer) : "any rank";
   return c10::make_intrusive<NeuronWork>(getRank(), type, tensors,
                                          collective_stream(device->index(), stream_slot_),
-                                         pending, finish,
+                                         data_work ? data_work : clock_work, finish,
                                          error_context("receive from " + peer_name));
 }
 

@@ -5,8 +5,8 @@
 // collective on neuron tensors hands Gloo host views of them (HostStaging), runs to completion
 // when issued (Note [Collective completion]), and is charged on the group's collective stream:
 //   start = max over ranks of each rank's arrival (its current stream's clock, or the
-//           collective stream's if that is later), agreed through a small MAX all-reduce
-//           before the data moves, which also checks that all ranks call the same
+//           collective stream's if that is later), agreed through a small gather to
+//           rank 0 and broadcast before the data moves, which also checks that all ranks call the same
 //           collective with the same size and dtype (Gloo would abort the process);
 //   end   = start + trnsim::collective_cost(op, bytes, where the group's cores sit).
 // Every rank computes the same start and cost, so clocks agree across ranks and a late rank
@@ -114,9 +114,10 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // A point-to-point op's Work: `finish` copies data into place and returns the end time.
   c10::intrusive_ptr<c10d::Work> point_to_point(c10d::OpType type, std::vector<at::Tensor>& tensors,
                                                 int peer, int tag);
-  // Charges a transfer between this rank and `peer` that can start at `start_ns`.
+  // Charges a transfer between this rank and `peer` that can start at `start_ns`, on the
+  // group's send stream or its collective stream (receives).
   double charge_transfer(c10::Device device, const char* name, uint64_t bytes, int peer,
-                         double start_ns);
+                         double start_ns, bool sending);
   // This rank's arrival on `device`: the later of its current and collective streams.
   double arrival_ns(c10::Device device);
   std::string error_context(const std::string& op) const;
@@ -128,7 +129,7 @@ class ProcessGroupNeuron final : public c10d::Backend {
   std::string group_name_;
   c10::DeviceIndex device_;
   int node_;
-  int stream_slot_;  // which collective stream of a device this group uses
+  int stream_slot_;  // this group's collective stream slot; slot + 1 is its send stream
   std::vector<trnsim::RankPlace> places_;
   std::vector<int64_t> pids_;  // per rank; -1 for ranks on other machines
 };

@@ -194,6 +194,13 @@ elif rank == 1:
     got = torch.zeros(3, dtype=torch.int64, device=DEVICE)
     dist.recv(got, src=0)
     assert got.cpu().tolist() == [7, 8, 9]
+# A receive from any rank names its source. Its own tag: a receive from any rank takes the
+# first message of its tag from anyone, and the ring below may already be sending.
+if rank == 1:
+    dist.send(torch.tensor([1.5, 2.5], device=DEVICE), dst=0, tag=7)
+elif rank == 0:
+    got = torch.zeros(2, device=DEVICE)
+    assert dist.recv(got, tag=7) == 1 and got.cpu().tolist() == [1.5, 2.5]
 recv_t = torch.empty(2, 3, device=DEVICE).t()  # a non-contiguous receive buffer
 ops = [dist.P2POp(dist.irecv, recv_t, left), dist.P2POp(dist.isend, send_t.t(), right)]
 for r in dist.batch_isend_irecv(ops):

@@ -42,3 +42,28 @@ def test_readme_main_job_runs(tmp_path):
                "--trace", str(trace)], cwd=tmp_path)
     assert "torch_neuron report" in out and "CPU fallback ops: none" in out
     assert trace.stat().st_size > 0
+
+
+TORCHRUN_BLOCKS = re.findall(r"```python torchrun\n(.*?)```", (ROOT / "README.md").read_text(),
+                             re.S)
+
+
+@pytest.mark.parametrize("index", range(len(TORCHRUN_BLOCKS)))
+def test_readme_torchrun_example_runs(index, tmp_path):
+    """The README's torchrun scripts, with 2 ranks on loopback."""
+    from conftest import assert_ok, run_torchrun
+
+    script = tmp_path / "script.py"
+    script.write_text(TORCHRUN_BLOCKS[index])
+    result = assert_ok(run_torchrun(str(script), 2, timeout=180))
+    lines = result.stdout.splitlines()
+    assert "0 1.0" in lines and "1 1.0" in lines, result.stdout  # both ranks printed 0 + 1
+    assert "64 MiB all-reduce: ring on-chip" in result.stdout, result.stdout
+
+
+def test_readme_documents_the_distributed_main_job():
+    """The distributed main job is run by test_distributed_launcher.py; this keeps the README's
+    command the one that test runs."""
+    text = (ROOT / "README.md").read_text()
+    assert ("python -m torch_neuron run --nproc-per-node 4 examples/train_fsdp.py "
+            "--trace trace.json") in text

@@ -68,8 +68,11 @@ def current_device() -> int:
 
 
 def set_device(device: Any) -> None:
+    """Makes `device` current; like torch.cuda.set_device, it initializes the device runtime
+    (DeviceMesh reads is_initialized() to tell whether the program chose its device)."""
     index = _index(device)
     if index >= 0:
+        _lazy_init()
         _C._set_device(index)
 
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -15,7 +16,8 @@
 namespace torch_neuron {
 namespace {
 
-TORCH_NEURON_THREAD_LOCAL c10::DeviceIndex tls_current_device = 0;
+// -1 until the thread first asks: it then starts at the process's launch device.
+TORCH_NEURON_THREAD_LOCAL c10::DeviceIndex tls_current_device = -1;
 std::atomic<bool> bad_fork{false};
 
 void mark_child_as_bad_fork() { bad_fork = true; }
@@ -79,7 +81,26 @@ trnsim::Device& device(c10::DeviceIndex index) {
   return system().device(index);
 }
 
-c10::DeviceIndex current_device() { return tls_current_device; }
+c10::DeviceIndex launch_device() {
+  // A rank started by torchrun (or accelerate, which uses it) owns neuron:LOCAL_RANK, so that is
+  // where its threads start, as Habana's HPU backend does. accelerate relies on it: for "neuron"
+  // it takes the rank's device from current_device() instead of calling set_device. A LOCAL_RANK
+  // that names no visible core leaves neuron:0 (the process group then reports the mismatch).
+  static const c10::DeviceIndex index = [] {
+    const char* text = std::getenv("LOCAL_RANK");
+    if (text == nullptr || *text == '\0') return c10::DeviceIndex{0};
+    char* end = nullptr;
+    const long rank = std::strtol(text, &end, 10);
+    if (*end != '\0' || rank < 0 || rank >= device_count_or_zero()) return c10::DeviceIndex{0};
+    return static_cast<c10::DeviceIndex>(rank);
+  }();
+  return index;
+}
+
+c10::DeviceIndex current_device() {
+  if (tls_current_device < 0) tls_current_device = launch_device();
+  return tls_current_device;
+}
 
 void set_current_device(c10::DeviceIndex index) {
   check_device_index(index);

@@ -28,7 +28,11 @@ void check_device_index(c10::DeviceIndex index);
 // The simulated core behind `index` (checked, and refused in a bad fork).
 trnsim::Device& device(c10::DeviceIndex index);
 
-// The calling thread's current device (starts at 0), as torch.neuron.current_device() sees it.
+// The device a thread starts on: neuron:LOCAL_RANK in a process a launcher started for a rank
+// (LOCAL_RANK set and naming a visible core), else neuron:0.
+c10::DeviceIndex launch_device();
+// The calling thread's current device (starts at launch_device()), as
+// torch.neuron.current_device() sees it.
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);
 // `index` if it is >= 0, else the current device.

@@ -111,6 +111,22 @@ def test_current_device_is_per_thread():
     assert torch.neuron.current_device() == 2
 
 
+
+@pytest.mark.parametrize("local_rank, want", [("1", 1), ("3", 3), ("4", 0), ("x", 0), ("", 0)])
+def test_a_launched_rank_starts_on_its_local_rank(local_rank, want):
+    # torchrun/accelerate set LOCAL_RANK; accelerate takes a neuron rank's device from
+    # current_device(), so every thread of rank k starts on neuron:k. A LOCAL_RANK naming no
+    # visible core (trn2.3xlarge has 4) leaves neuron:0.
+    got = run_python_json("""
+        import json, threading, torch
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(torch.neuron.current_device()))
+        t.start(); t.join()
+        print(json.dumps([torch.neuron.current_device(), torch.ones(1, device="neuron").device.index,
+                          seen[0], torch.accelerator.current_device_index()]))
+    """, env={"LOCAL_RANK": local_rank})
+    assert got == [want] * 4
+
 def test_device_context_manager_nests_and_restores():
     assert torch.neuron.current_device() == 0
     with torch.neuron.device(1):

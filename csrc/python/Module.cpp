@@ -12,6 +12,7 @@
 #include "aten/HostExecution.h"
 #include "aten/OpTracking.h"
 #include "profiler/SimulationOverhead.h"
+#include "runtime/DeviceAllocator.h"
 #include "python/Distributed.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
@@ -108,6 +109,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_stream_clock_ns", wrap_pybind_function([](int index, int64_t stream_id) {
           const c10::Device dev(kNeuron, resolve_device(index));
           return queue_of(c10::Stream(c10::Stream::UNSAFE, dev, stream_id)).now_ns();
+        }));
+  m.def("_set_memory_fraction", wrap_pybind_function([](double fraction, int index) {
+          device_allocator().setMemoryFraction(fraction, index);
+        }));
+  m.def("_get_memory_fraction", wrap_pybind_function([](int index) {
+          return device_allocator().getMemoryFraction(index);
         }));
   m.def("_instance_info", wrap_pybind_function(&instance_info));
   m.def("_device_info", wrap_pybind_function([](int index) { return device_info(index); }));

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <trnsim/error.h>
@@ -55,6 +56,20 @@ void update(StatArray& stats, size_t size, int64_t delta) {
 struct DeviceCache {
   FreeBlocks free_blocks;
   DeviceStats stats;
+  // set_per_process_memory_fraction: the most this process may reserve (SIZE_MAX: no limit).
+  size_t reserve_limit = SIZE_MAX;
+  double fraction = 1.0;
+
+  // A new segment of `size` bytes from HBM, or nullptr when HBM or the limit has no room.
+  void* try_reserve(trnsim::Hbm& hbm, size_t size) {
+    const auto reserved = stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    if (static_cast<size_t>(reserved) + size > reserve_limit) return nullptr;
+    try {
+      return hbm.allocate(size);
+    } catch (const trnsim::OutOfMemory&) {
+      return nullptr;
+    }
+  }
 
   void account_reserve(Block* b, int64_t sign) {
     update(stats.reserved_bytes, b->size, sign * static_cast<int64_t>(b->size));
@@ -151,10 +166,17 @@ void free_block(void* ptr) { release(ptr); }
   const auto allocated = cache.stats.allocated_bytes[agg].current;
   const auto reserved = cache.stats.reserved_bytes[agg].current;
   ++cache.stats.num_ooms;
+  std::string limit;
+  if (cache.reserve_limit != SIZE_MAX) {
+    limit = c10::str(" This process may use ", trnsim::format_bytes(cache.reserve_limit), " (",
+                     cache.fraction,
+                     " of it, set by torch.neuron.set_per_process_memory_fraction; raise the "
+                     "fraction to allow more).");
+  }
   TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron out of memory. Tried to allocate ",
                    trnsim::format_bytes(requested), ". neuron:", static_cast<int>(index),
                    " has a total capacity of ", trnsim::format_bytes(hbm.capacity()),
-                   " of which ", trnsim::format_bytes(hbm.free_bytes()), " is free. ",
+                   " of which ", trnsim::format_bytes(hbm.free_bytes()), " is free.", limit, " ",
                    trnsim::format_bytes(allocated), " is allocated by PyTorch and ",
                    trnsim::format_bytes(reserved - allocated),
                    " is reserved by PyTorch but unallocated. Free tensors you no longer need, "
@@ -189,18 +211,13 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
       block->free_node = cache.free_blocks.extract(it);
     } else {
       auto& hbm = device(index).hbm();
-      void* ptr = nullptr;
-      try {
-        ptr = hbm.allocate(size);
-      } catch (const trnsim::OutOfMemory&) {
+      void* ptr = cache.try_reserve(hbm, size);
+      if (ptr == nullptr) {
         // Give the cache back to HBM and try once more before failing.
         ++cache.stats.num_alloc_retries;
         cache.release_cached(hbm);
-        try {
-          ptr = hbm.allocate(size);
-        } catch (const trnsim::OutOfMemory&) {
-          raise_oom(index, nbytes, cache, hbm);
-        }
+        ptr = cache.try_reserve(hbm, size);
+        if (ptr == nullptr) raise_oom(index, nbytes, cache, hbm);
       }
       block = new Block{index, ptr, size, 0, &queue, {}, 0, {}};
       cache.account_reserve(block, +1);
@@ -281,6 +298,25 @@ void NeuronDeviceAllocator::resetPeakStats(c10::DeviceIndex index) {
                       &s.active_bytes, &s.requested_bytes}) {
     for (auto& stat : *array) stat.reset_peak();
   }
+}
+
+void NeuronDeviceAllocator::setMemoryFraction(double fraction, c10::DeviceIndex index) {
+  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "invalid memory fraction ", fraction,
+                    ": pass a float from 0 to 1 (the share of the device's HBM this process may "
+                    "use)");
+  index = resolve_device(index);
+  const auto capacity = device(index).hbm().capacity();
+  auto& cache = cache_of(index);
+  std::lock_guard<std::mutex> lock(state().mutex);
+  cache.fraction = fraction;
+  // As CUDA's allocator does, the limit applies to what the caching allocator reserves.
+  cache.reserve_limit = static_cast<size_t>(fraction * static_cast<double>(capacity));
+}
+
+double NeuronDeviceAllocator::getMemoryFraction(c10::DeviceIndex index) {
+  auto& cache = cache_of(resolve_device(index));
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return cache.fraction;
 }
 
 std::pair<size_t, size_t> NeuronDeviceAllocator::getMemoryInfo(c10::DeviceIndex index) {

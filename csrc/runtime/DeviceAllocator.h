@@ -32,6 +32,11 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override;
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
+  // torch.neuron.set_per_process_memory_fraction: this process may reserve at most
+  // `fraction` of the device's HBM (as CUDA's allocator, mem_get_info is unaffected).
+  void setMemoryFraction(double fraction, c10::DeviceIndex device);
+  double getMemoryFraction(c10::DeviceIndex device);
+
   // Allocates on an explicit device (allocate() uses the current device).
   c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
   // Whether `ptr` came from this allocator (whatever device its DataPtr now claims).

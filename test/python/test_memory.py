@@ -243,3 +243,40 @@ def test_retry_after_freeing_the_cache():
     assert torch.neuron.memory_stats(BIG)["num_alloc_retries"] == retries + 1
     assert torch.neuron.memory_reserved(BIG) < 21 * GiB  # the 5 GiB blocks are gone
     del big
+
+
+@pytest.fixture
+def full_fraction_after():
+    yield
+    for i in range(torch.neuron.device_count()):
+        torch.neuron.set_per_process_memory_fraction(1.0, i)
+
+
+def test_per_process_memory_fraction_limits_what_the_allocator_reserves(full_fraction_after):
+    capacity = torch.neuron.mem_get_info(1)[1]
+    torch.neuron.set_per_process_memory_fraction(0.25, "neuron:1")
+    assert torch.neuron.get_per_process_memory_fraction(1) == 0.25
+    assert torch.neuron.get_per_process_memory_fraction(0) == 1.0
+    limit = capacity // 4
+    a = torch.empty(limit - (1 << 20), dtype=torch.uint8, device="neuron:1")
+    with pytest.raises(torch.OutOfMemoryError, match="set_per_process_memory_fraction"):
+        torch.empty(2 << 20, dtype=torch.uint8, device="neuron:1")
+    assert torch.neuron.mem_get_info(1)[1] == capacity  # as with CUDA: the device is unchanged
+    b = torch.empty(limit - (1 << 20), dtype=torch.uint8, device="neuron:0")  # other device: free
+    del a
+    # The freed block is cached (still reserved); a request of another size makes the allocator
+    # release its cache and retry, which now fits under the limit.
+    c = torch.empty(limit // 2, dtype=torch.uint8, device="neuron:1")
+    assert torch.neuron.memory_reserved(1) == rounded(limit // 2)
+    del b, c
+    torch.neuron.set_per_process_memory_fraction(1.0, 1)
+    d = torch.empty(2 * limit, dtype=torch.uint8, device="neuron:1")
+    del d
+
+
+@pytest.mark.parametrize("fraction, error", [(1.5, ValueError), (-0.1, ValueError),
+                                             (1, TypeError), ("0.5", TypeError)])
+def test_per_process_memory_fraction_rejects_bad_values(fraction, error, full_fraction_after):
+    with pytest.raises(error, match="fraction"):
+        torch.neuron.set_per_process_memory_fraction(fraction)
+    assert torch.neuron.get_per_process_memory_fraction() == 1.0

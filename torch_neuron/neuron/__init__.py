@@ -21,6 +21,7 @@ from torch_neuron.neuron.device import (
 )
 from torch_neuron.neuron.memory import (
     empty_cache,
+    get_per_process_memory_fraction,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -30,6 +31,7 @@ from torch_neuron.neuron.memory import (
     memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from torch_neuron.neuron.random import (
     get_rng_state,

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from torch_neuron import _C
 from torch_neuron.neuron.device import _index
 
 
@@ -41,6 +42,24 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
     torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Limits what this process's caching allocator may reserve on the device to `fraction`
+    (0 to 1) of its HBM, as torch.cuda.set_per_process_memory_fraction does; an allocation
+    beyond it raises torch.OutOfMemoryError. As with CUDA, mem_get_info() still reports the
+    whole device, so pass `max_memory` to device_map="auto" if it should plan for the limit."""
+    from torch_neuron.neuron.device import _lazy_init
+
+    if not isinstance(fraction, float):
+        raise TypeError(f"fraction must be a float from 0 to 1, got {type(fraction).__name__}")
+    _lazy_init()
+    _C._set_memory_fraction(fraction, _index(device))
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    """The fraction set by set_per_process_memory_fraction (1.0 if none was set)."""
+    return _C._get_memory_fraction(_index(device))
 
 
 def empty_cache() -> None:

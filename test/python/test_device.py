@@ -272,3 +272,32 @@ def test_module_to_neuron_keeps_parameter_objects():
     assert not torch.equal(weight.detach().cpu(), before)
     model.cpu()
     assert model.weight is weight and weight.device.type == "cpu"
+
+
+@pytest.mark.parametrize("api", [
+    "synchronize", "simulated_time_ns", "memory_allocated", "max_memory_allocated",
+    "memory_reserved", "max_memory_reserved", "memory_stats", "mem_get_info", "memory_summary",
+    "reset_peak_memory_stats", "reset_accumulated_memory_stats", "get_device_properties",
+    "get_device_name", "current_stream", "default_stream", "get_rng_state",
+    "get_per_process_memory_fraction"])
+@pytest.mark.parametrize("index", [4, 128, 200, -2, "neuron:9"])
+def test_device_apis_refuse_an_invalid_device(api, index):
+    # trn2.3xlarge has neuron:0..neuron:3; the message says so and how to change it.
+    with pytest.raises(RuntimeError, match=r"valid devices are neuron:0\.\.neuron:3"):
+        getattr(torch.neuron, api)(index)
+    assert torch.neuron.memory_allocated(0) >= 0  # the device API is still usable
+
+
+def test_device_apis_refuse_what_is_not_a_neuron_device():
+    with pytest.raises(ValueError, match="expected a neuron device, got cpu"):
+        torch.neuron.memory_allocated("cpu")
+    with pytest.raises(TypeError, match="expected a neuron device"):
+        torch.neuron.synchronize(1.0)
+
+
+def test_negative_device_changes_nothing_as_with_cuda():
+    torch.neuron.set_device(1)
+    torch.neuron.set_device(-1)
+    with torch.neuron.device(-1):
+        assert torch.neuron.current_device() == 1
+    assert torch.neuron.current_device() == 1

@@ -10,16 +10,31 @@ from torch_neuron import _C
 _initialized = False
 
 
-def _index(device: Any = None, optional: bool = True) -> int:
-    """Device index of an int, "neuron:1", torch.device or None (the current device)."""
+def _index(device: Any = None, negative_means_none: bool = False) -> int:
+    """Device index of an int, "neuron:1", torch.device or None (the current device), checked
+    against the visible devices. With `negative_means_none` a negative int is returned as it is
+    (torch.cuda.set_device(-1) and torch.cuda.device(-1) change nothing)."""
     if device is None:
         return current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "neuron":
-        raise ValueError(f"expected a neuron device, got {device}")
-    return current_device() if device.index is None else device.index
+    if isinstance(device, str) or isinstance(device, torch.device):
+        device = torch.device(device)
+        if device.type != "neuron":
+            raise ValueError(f"expected a neuron device, got {device}")
+        index = current_device() if device.index is None else device.index
+    elif isinstance(device, int) and not isinstance(device, bool):
+        index = device
+    else:
+        raise TypeError(f"expected a neuron device (an int, 'neuron:N' or a torch.device), got "
+                        f"{type(device).__name__}")
+    if negative_means_none and index < 0:
+        return index
+    count = device_count()
+    if not 0 <= index < count:
+        raise RuntimeError(
+            f"invalid device neuron:{index}: the simulated {_C._instance_info()['name']} has "
+            f"{count} visible NeuronCore(s), so valid devices are neuron:0..neuron:{count - 1} "
+            "(set TORCH_NEURON_INSTANCE or NEURON_RT_VISIBLE_CORES to change them)")
+    return index
 
 
 def _is_in_bad_fork() -> bool:
@@ -70,7 +85,7 @@ def current_device() -> int:
 def set_device(device: Any) -> None:
     """Makes `device` current; like torch.cuda.set_device, it initializes the device runtime
     (DeviceMesh reads is_initialized() to tell whether the program chose its device)."""
-    index = _index(device)
+    index = _index(device, negative_means_none=True)
     if index >= 0:
         _lazy_init()
         _C._set_device(index)
@@ -80,7 +95,7 @@ class device:
     """Context manager that makes `device` current, like torch.cuda.device."""
 
     def __init__(self, device: Any):
-        self.idx = -1 if device is None else _index(device)
+        self.idx = -1 if device is None else _index(device, negative_means_none=True)
         self.prev_idx = -1
 
     def __enter__(self):

@@ -19,6 +19,8 @@
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/where.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
@@ -292,9 +294,7 @@ class HostRun {
     for (auto& c : converted_) {
       if (!c.written) continue;
       if (c.narrowed) {
-        // The kernel wrote a float32 copy: cast the result back into the float64 tensor.
-        if (c.view.sizes() != original(c).sizes()) original(c).resize_(c.view.sizes());
-        host_view(original(c)).copy_(c.view);
+        write_back_narrowed(c);
         continue;
       }
       auto* view_storage = c.view.storage().unsafeGetStorageImpl();
@@ -325,6 +325,23 @@ class HostRun {
                                                                 c.view.storage_offset());
       }
     }
+  }
+
+  // The kernel wrote a float32 copy of a float64 argument. Only the elements it changed (bit for
+  // bit) are cast back: a float64 value the op did not write keeps every bit, so narrowing never
+  // changes data outside what the op writes (int64 bits seen through a float64 view, values
+  // float32 cannot hold). A resized argument was written whole.
+  void write_back_narrowed(const Converted& c) {
+    const at::Tensor& orig = original(c);
+    if (c.view.sizes() != orig.sizes()) {
+      orig.resize_(c.view.sizes());
+      host_view(orig).copy_(c.view);
+      return;
+    }
+    at::Tensor target = host_view(orig);
+    const at::Tensor before = target.to(at::kFloat);
+    const at::Tensor changed = c.view.view(at::kInt).ne(before.view(at::kInt));
+    target.copy_(at::where(changed, c.view.to(at::kDouble), target));
   }
 
   at::Tensor back_to_neuron(at::Tensor t) {

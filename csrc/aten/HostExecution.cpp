@@ -66,6 +66,9 @@ struct OpInfo {
   OpClass op_class;
   OpCounter* counter;
   std::vector<size_t> generator_arguments;  // positions of Generator? arguments in the schema
+  // The CPU kernel misreads a first argument with a zero stride along the reduced dimension
+  // (median/nanmedian with dim return garbage); CUDA's kernels make it contiguous first.
+  bool dense_first_argument;
 };
 
 // Name, class and counter per operator, computed once (schemas live as long as the process).
@@ -100,7 +103,9 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
     for (size_t i = 0; i < schema->arguments().size(); ++i) {
       if (is_generator(schema->arguments()[i])) generators.push_back(i);
     }
-    it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter, generators}).first;
+    const bool dense_first = base_name == "median" || base_name == "nanmedian";
+    it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter, generators,
+                                        dense_first}).first;
   }
   slot = {schema, &it->second};
   return it->second;
@@ -139,6 +144,14 @@ bool is_fresh_cpu_tensor(const at::Tensor& t) {
   return t.use_count() == 1 && t.weak_use_count() == 1 &&
          typeid(*impl) == typeid(c10::TensorImpl) && impl->key_set() == cpu_dense &&
          impl->pyobj_slot()->load_pyobj() == nullptr && !impl->is_wrapped_number();
+}
+
+bool has_zero_stride(const at::Tensor& t) {
+  if (!t.defined()) return false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) == 0 && t.size(d) > 1) return true;
+  }
+  return false;
 }
 
 // What the host run needs to put things back.
@@ -181,6 +194,9 @@ class HostRun {
       out_argument_ = argument.is_out();
       if (value.isTensor()) {
         value = convert(value.toTensor());
+        if (i == begin_ && info_.dense_first_argument && has_zero_stride(value.toTensor())) {
+          value = value.toTensor().contiguous();
+        }
       } else if (value.isTensorList()) {
         auto list = value.toTensorList();
         for (size_t j = 0; j < list.size(); ++j) list[j] = convert(list[j]);

@@ -690,3 +690,19 @@ def test_bigger_ops_take_longer():
     elapsed = simulated_elapsed_ns
     assert elapsed(lambda: big + 1) > elapsed(lambda: small + 1)
     assert elapsed(lambda: torch.mm(big, big)) > elapsed(lambda: torch.mm(small, small))
+
+
+@pytest.mark.parametrize("op", ["median", "nanmedian"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+@pytest.mark.parametrize("shape, expanded, dim", [
+    ((7, 1), (7, 5), 1), ((1, 9), (4, 9), 0), ((3, 1, 4), (3, 5, 4), 1), ((1,), (6,), 0)])
+def test_median_along_an_expanded_dimension(op, dtype, shape, expanded, dim):
+    # The CPU kernel misreads a zero stride along the reduced dimension (PyTorch's CPU median
+    # returns garbage there); neuron reads it densely, as CUDA's kernel does, so the reference
+    # is the CPU on a contiguous copy.
+    x = torch.randint(0, 200, shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x = x.expand(*expanded)
+    want = getattr(x.contiguous(), op)(dim=dim)
+    got = getattr(x.to("neuron"), op)(dim=dim)
+    assert torch.equal(got.values.cpu(), want.values)
+    assert torch.equal(got.indices.cpu(), want.indices)

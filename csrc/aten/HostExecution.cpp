@@ -362,6 +362,7 @@ class HostRun {
 
   at::Tensor back_to_neuron(at::Tensor t) {
     if (!t.defined() || on_neuron(t)) return t;
+    if (t.is_quantized()) refuse_quantized(info_.name);
     // Returned argument (in-place and out= ops) or a view of one.
     for (const auto& c : converted_) {
       if (c.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return original(c);

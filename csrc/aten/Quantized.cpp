@@ -1,0 +1,35 @@
+// PyTorch's quantized tensors (qint8, quint8, qint32, quint4x2, quint2x4) on neuron: refused.
+// Trainium runs no PyTorch quantized kernels (TorchNeuron has none either), and a quantized
+// tensor needs a quantizer that only quantized backends create; without this, moving one to
+// neuron failed deep in the dispatcher, and quantizing a neuron tensor on the host made a
+// tensor whose q_scale(), dequantize() and cpu() failed. Both now raise one error that says
+// what to do instead. (fake_quantize_* ops stay: they compute in floating point.)
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include "aten/HostExecution.h"
+
+namespace torch_neuron {
+
+void refuse_quantized(const std::string& op_name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, op_name, ": neuron has no quantized tensors (torch.qint8, torch.quint8, ",
+      "torch.qint32, ...): Trainium runs no PyTorch quantized kernels. Keep quantized tensors ",
+      "and quantized models on the CPU, or dequantize() them before moving them to neuron ",
+      "(float8 and int8 tensors are supported on the device).");
+}
+
+namespace {
+
+void refuse_quantized_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  refuse_quantized(op.schema().name());
+}
+
+}  // namespace
+
+// Every op that would make or take a quantized neuron tensor dispatches here.
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized_op>());
+}
+
+}  // namespace torch_neuron

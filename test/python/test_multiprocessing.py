@@ -1,0 +1,86 @@
+"""Neuron tensors through torch.multiprocessing: each process simulates its own device, so a
+tensor is sent as a copy that arrives on the same device index (CUDA would share the memory);
+nothing is lost in the queue's feeder thread. Also quantized tensors, which neuron refuses
+with an error that says what to do."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from conftest import NEURON_ENV_VARS
+
+SCRIPT = """
+import json, sys, torch
+import torch.multiprocessing as mp
+
+def consumer(q, out):
+    got = [q.get(timeout=60) for _ in range(4)]
+    t, view, param, storage = got
+    out.put(json.dumps({
+        "tensor": [str(t.device), t.cpu().tolist(), t.dtype == torch.bfloat16],
+        "view": [str(view.device), view.cpu().tolist(), list(view.shape)],
+        "param": [type(param).__name__, str(param.device), param.requires_grad],
+        "storage": [storage.device.type, storage.nbytes()],
+        "usable": (t.float() * 2).cpu().tolist(),
+    }))
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q, out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=consumer, args=(q, out))
+    p.start()
+    base = torch.arange(6.0, device="neuron:1").reshape(2, 3)
+    q.put(base.to(torch.bfloat16))
+    q.put(base[:, 1:])
+    q.put(torch.nn.Parameter(torch.ones(2, device="neuron")))
+    q.put(base.untyped_storage())
+    print(out.get(timeout=90))
+    p.join(60)
+    sys.exit(p.exitcode)
+"""
+
+
+def test_neuron_tensors_cross_a_queue_as_copies(tmp_path):
+    script = tmp_path / "queue_script.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {k: v for k, v in __import__("os").environ.items() if k not in NEURON_ENV_VARS}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=150, env=env)
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["tensor"] == ["neuron:1", [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], True]
+    assert got["view"] == ["neuron:1", [[1.0, 2.0], [4.0, 5.0]], [2, 2]]
+    assert got["param"] == ["Parameter", "neuron:0", True]
+    assert got["storage"] == ["neuron", 24]
+    assert got["usable"] == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+
+
+def test_a_tensor_with_autograd_history_is_refused_as_on_the_cpu():
+    from multiprocessing.reduction import ForkingPickler
+
+    x = torch.ones(2, device="neuron", requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="autograd does not support crossing process"):
+        ForkingPickler.dumps(x)
+    assert ForkingPickler.loads(ForkingPickler.dumps(x.detach())).device.type == "neuron"
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+@pytest.mark.parametrize("make", [
+    lambda: torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8).to("neuron"),
+    lambda: torch.quantize_per_tensor(torch.randn(4, device="neuron"), 0.1, 0, torch.qint8),
+    lambda: torch.empty(3, dtype=torch.quint8, device="neuron"),
+    lambda: torch.randn(3, device="neuron").to(torch.qint32),
+], ids=["to_neuron", "quantize_on_neuron", "empty", "to_dtype"])
+def test_quantized_tensors_are_refused_clearly(make):
+    with pytest.raises(NotImplementedError, match="neuron has no quantized tensors.*dequantize"):
+        make()
+    x = torch.randn(3, device="neuron")  # the device is still usable
+    torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)
+    # Fake quantization computes in floating point and runs on the device.
+    fq = torch.fake_quantize_per_tensor_affine(x, 0.1, 0, -128, 127)
+    torch.testing.assert_close(fq.cpu(), torch.fake_quantize_per_tensor_affine(x.cpu(), 0.1, 0,
+                                                                              -128, 127))

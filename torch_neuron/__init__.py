@@ -26,6 +26,7 @@ from torch_neuron import _C
 from torch_neuron import distributed
 from torch_neuron import neuron
 from torch_neuron import profiler
+from torch_neuron._faults import device_failed, inject_fault
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
 from torch_neuron._dtype_policy import (get_complex_decompose, get_float64_mode,
                                         set_complex_decompose, set_float64_mode)
@@ -76,4 +77,6 @@ __all__ = [
     "set_complex_decompose",
     "get_complex_decompose",
     "cmake_prefix_path",
+    "inject_fault",
+    "device_failed",
 ]

@@ -33,8 +33,11 @@ def _node() -> int:
 
 def _create_backend(options, pg_options):
     """c10d's creator (extended API): a ProcessGroupNeuron over a Gloo group of the same ranks."""
-    gloo = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size,
-                                 options.timeout)
+    # torchrun keeps its store across restarts (--max-restarts), so a restarted job would find
+    # the dead attempt's Gloo addresses under the same keys and fail to connect: key by attempt.
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = dist.PrefixStore(f"neuron_attempt_{attempt}", options.store)
+    gloo = dist.ProcessGroupGloo(store, options.group_rank, options.group_size, options.timeout)
     return _C._ProcessGroupNeuron(gloo, options.group_rank, options.group_size, options.timeout,
                                   options.group_id, _rank_device(), _node())
 

@@ -2,11 +2,13 @@
 
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <trnsim/cost.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 
@@ -546,6 +548,19 @@ void ProcessGroupNeuron::monitoredBarrier(const c10d::BarrierOptions& opts,
   gloo_->monitoredBarrier(opts, wait_all_ranks);
 }
 
+namespace {
+
+c10::intrusive_ptr<c10d::Store> attempt_store(const c10::intrusive_ptr<c10d::Store>& store) {
+  // torchrun keeps its store across restarts (--max-restarts): a restarted job would find the
+  // dead attempt's Gloo addresses under the same keys, so keys carry the attempt (as
+  // torch_neuron/distributed.py does for the groups it creates).
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return c10::make_intrusive<c10d::PrefixStore>(
+      std::string("neuron_attempt_") + (attempt && *attempt ? attempt : "0"), store);
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Backend> ProcessGroupNeuron::split(
     const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
     const c10::intrusive_ptr<Options>& opts) {
@@ -558,7 +573,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupNeuron::split(
   c10::intrusive_ptr<c10d::Backend> gloo;
   {
     c10::WarningUtils::WarningHandlerGuard guard(&silent);
-    gloo = gloo_->split(store, ranks, opts);
+    gloo = gloo_->split(attempt_store(store), ranks, opts);
   }
   if (!gloo) return nullptr;
   const auto timeout = opts ? opts->timeout : timeout_;

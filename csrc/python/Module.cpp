@@ -5,6 +5,9 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <trnsim/cost.h>
+#include <trnsim/device.h>
+#include <trnsim/fault.h>
+#include <trnsim/system.h>
 #include <trnsim/instance.h>
 #include <trnsim/queue.h>
 
@@ -115,6 +118,18 @@ PYBIND11_MODULE(_C, m) {
         }));
   m.def("_get_memory_fraction", wrap_pybind_function([](int index) {
           return device_allocator().getMemoryFraction(index);
+        }));
+  m.def("_inject_fault", wrap_pybind_function([](const std::string& kind, int index,
+                                                   int64_t after_launches) {
+          TORCH_CHECK_VALUE(after_launches >= 1, "after_launches must be >= 1 (1 = the next "
+                            "launch on the device), got ", after_launches);
+          check_device_index(index);
+          system().device(index).health().arm(trnsim::parse_fault_kind(kind),
+                                              static_cast<uint64_t>(after_launches));
+        }));
+  m.def("_device_failed", wrap_pybind_function([](int index) {
+          check_device_index(index);
+          return system().device(index).health().failed();
         }));
   m.def("_instance_info", wrap_pybind_function(&instance_info));
   m.def("_device_info", wrap_pybind_function([](int index) { return device_info(index); }));

@@ -78,7 +78,9 @@ trnsim::Device& device(c10::DeviceIndex index) {
     std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &mark_child_as_bad_fork); });
     armed.store(true, std::memory_order_release);
   }
-  return system().device(index);
+  auto& d = system().device(index);
+  d.health().check(index);  // a device that hit a simulated fault stays failed
+  return d;
 }
 
 c10::DeviceIndex launch_device() {

@@ -18,7 +18,7 @@ NEURON_ENV_VARS = (
     "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG",
     "TORCH_NEURONX_COMPLEX_DECOMPOSE", "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
     "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
-    "TORCH_NEURONX_DEBUG_DIR",
+    "TORCH_NEURONX_DEBUG_DIR", "TORCH_NEURON_INJECT_FAULT",
 )
 
 
@@ -109,9 +109,10 @@ def run_process_group(command, env=None, timeout=240):
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
-def run_torchrun(script, nproc, args=(), env=None, timeout=240, nnodes=1):
+def run_torchrun(script, nproc, args=(), env=None, timeout=240, nnodes=1, extra_args=()):
     """Launches `script` (a file in test/python/distributed unless a path) with torchrun on
-    loopback; nnodes > 1 starts one torchrun agent per simulated instance."""
+    loopback; nnodes > 1 starts one torchrun agent per simulated instance; `extra_args` go to
+    torchrun itself (e.g. --max-restarts)."""
     path = script if os.path.isabs(script) else os.path.join(DISTRIBUTED_DIR, script)
     port = free_loopback_port()
     agents = []
@@ -119,7 +120,7 @@ def run_torchrun(script, nproc, args=(), env=None, timeout=240, nnodes=1):
         agents.append(
             [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
              f"--nnodes={nnodes}", f"--node-rank={node}", "--master-addr=127.0.0.1",
-             f"--master-port={port}", path, *args])
+             f"--master-port={port}", *extra_args, path, *args])
     if nnodes == 1:
         return run_process_group(agents[0], env, timeout)
     # Several agents: one shell session runs them all, so a timeout kills every rank.

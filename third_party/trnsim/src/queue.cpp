@@ -27,6 +27,7 @@ double Queue::launch(const std::string& name, const OpCost& cost, std::string de
 double Queue::launch(const std::string& name, const OpCost& cost, double duration_ns,
                      std::string detail) {
   if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
+  if (health_ != nullptr) health_->on_launch(device_);
   const bool tracing =
       tracing_.load(std::memory_order_relaxed) || global_tracing.load(std::memory_order_relaxed);
   if (!tracing) return advance_clock(duration_ns) + duration_ns;  // the common case: no lock

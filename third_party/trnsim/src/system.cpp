@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "trnsim/error.h"
 
@@ -35,7 +37,47 @@ std::unique_ptr<System> System::from_environment() {
     // a simulated instance, so those are cores 0..count-1.
     for (int c = 0; c < (count ? count : instance.core_count()); ++c) cores.push_back(c);
   }
-  return std::make_unique<System>(instance, cores);
+  auto system = std::make_unique<System>(instance, cores);
+  const char* fault = std::getenv("TORCH_NEURON_INJECT_FAULT");
+  if (fault && *fault) system->arm_fault(fault);
+  return system;
+}
+
+void System::arm_fault(const std::string& spec) {
+  // "<kind>:<device>:<launch>", e.g. "hbm_ue:1:500": the 500th launch on neuron:1 fails.
+  const auto first = spec.find(':');
+  const auto second = first == std::string::npos ? first : spec.find(':', first + 1);
+  const auto bad = [&](const std::string& why) {
+    return Error("TORCH_NEURON_INJECT_FAULT='" + spec + "': " + why +
+                 "; expected <kind>:<device>:<launch>, e.g. hbm_ue:1:500 (kinds: hbm_ue, "
+                 "timeout, lost; the launch counts from 1)");
+  };
+  if (second == std::string::npos) throw bad("not three fields");
+  FaultKind kind;
+  try {
+    kind = parse_fault_kind(spec.substr(0, first));
+  } catch (const Error& e) {
+    throw bad(e.what());
+  }
+  int index = -1;
+  long long launch = 0;
+  try {
+    size_t used = 0;
+    const std::string device_text = spec.substr(first + 1, second - first - 1);
+    index = std::stoi(device_text, &used);
+    if (used != device_text.size()) throw std::invalid_argument("device");
+    const std::string launch_text = spec.substr(second + 1);
+    launch = std::stoll(launch_text, &used);
+    if (used != launch_text.size()) throw std::invalid_argument("launch");
+  } catch (const std::exception&) {
+    throw bad("the device and the launch must be integers");
+  }
+  if (index < 0 || index >= device_count()) {
+    throw bad("there is no device " + std::to_string(index) + " (" +
+              std::to_string(device_count()) + " visible)");
+  }
+  if (launch < 1) throw bad("the launch must be >= 1");
+  devices_[index]->health().arm(kind, static_cast<uint64_t>(launch));
 }
 
 Device& System::device(int index) {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "trnsim/fault.h"
 #include "trnsim/hbm.h"
 #include "trnsim/instance.h"
 #include "trnsim/queue.h"
@@ -34,12 +35,15 @@ class Device {
   double synchronize_ns();
   // The trace records of all queues of this device (emptying them).
   std::vector<TraceRecord> take_trace();
+  // Simulated faults (trnsim/fault.h): arm one, or ask whether the device has failed.
+  Health& health() { return health_; }
 
  private:
   int index_, core_;
   const InstanceSpec& instance_;
   mutable std::mutex mutex_;
   std::unique_ptr<Hbm> hbm_;
+  Health health_;
   // Created on first use and never destroyed before the device, so readers need no lock.
   std::vector<std::atomic<Queue*>> queues_;
 };

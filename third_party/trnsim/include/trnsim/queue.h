@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trnsim/cost.h"
+#include "trnsim/fault.h"
 
 namespace trnsim {
 
@@ -37,7 +38,9 @@ bool tracing_enabled();
 
 class Queue {
  public:
-  Queue(int device, int id) : device_(device), id_(id) {}
+  // `health` (the device's fault state, may be null) is consulted on every launch.
+  Queue(int device, int id, Health* health = nullptr)
+      : device_(device), id_(id), health_(health) {}
 
   int device() const { return device_; }
   int id() const { return id_; }
@@ -61,6 +64,7 @@ class Queue {
   double advance_clock(double duration_ns);
 
   int device_, id_;
+  Health* health_;
   mutable std::mutex mutex_;  // guards the trace (and orders launches while tracing)
   // Advanced by compare-and-swap, so that launches from several threads are serialized without
   // a lock and now_ns() (asked on every free of a device block) is a plain load.

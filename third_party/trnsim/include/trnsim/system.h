@@ -33,6 +33,9 @@ class System {
   std::optional<int> device_of(const void* ptr) const;
   // Whether devices a and b sit on the same chip (device-to-device copies stay off NeuronLink).
   bool same_chip(int a, int b) const;
+  // Arms a simulated fault from TORCH_NEURON_INJECT_FAULT's syntax ("hbm_ue:1:500");
+  // throws trnsim::Error naming the variable on a bad value.
+  void arm_fault(const std::string& spec);
 
  private:
   void check_index(int index) const;  // throws trnsim::Error naming the valid range

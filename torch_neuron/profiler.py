@@ -29,8 +29,21 @@ from torch_neuron._op_tracking import get_fallback_ops
 ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA")
 
 
+# The profiles now recording, outermost first. The simulator keeps one trace buffer, so when a
+# profile starts or stops inside another, what was recorded so far goes to every active one.
+_active: list["profile"] = []
+
+
+def _collect() -> None:
+    records = _C._take_trace()
+    for p in _active:
+        p._recorded.extend(records)
+
+
 class profile:
-    """Context manager recording every neuron op launched inside it (see the module doc)."""
+    """Context manager recording every neuron op launched inside it (see the module doc).
+    Profiles nest: an outer profile also keeps what an inner one records (so a script that
+    profiles itself still gets the full report of `python -m torch_neuron run`)."""
 
     def __init__(self, trace_path: Optional[str] = None):
         self.trace_path = trace_path
@@ -38,18 +51,30 @@ class profile:
         self.fallback_ops: dict[str, int] = {}
         self.peak_hbm: dict[int, int] = {}
         self._fallback_before: dict[str, int] = {}
+        self._recorded: list[dict] = []
 
     def __enter__(self):
-        _C._take_trace()  # drop anything recorded before
+        if _active:
+            _collect()  # the outer profiles' records so far
+        else:
+            _C._take_trace()  # drop anything recorded before
+            # Peak HBM counts from the outermost profile's start (an inner one reports the
+            # peak since then too).
+            for i in range(torch.neuron.device_count()):
+                torch.neuron.reset_peak_memory_stats(i)
         self._fallback_before = get_fallback_ops()
-        for i in range(torch.neuron.device_count()):
-            torch.neuron.reset_peak_memory_stats(i)
+        self._recorded = []
+        _active.append(self)
         _C._set_tracing(True)
         return self
 
     def __exit__(self, *exc):
-        _C._set_tracing(False)
-        self.records = sorted(_C._take_trace(), key=lambda r: (r["device"], r["start_ns"]))
+        _collect()
+        _active.remove(self)
+        if not _active:
+            _C._set_tracing(False)
+        self.records = sorted(self._recorded, key=lambda r: (r["device"], r["start_ns"]))
+        self._recorded = []
         after = get_fallback_ops()
         self.fallback_ops = {k: v - self._fallback_before.get(k, 0) for k, v in after.items()
                              if v > self._fallback_before.get(k, 0)}

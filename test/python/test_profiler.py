@@ -445,3 +445,18 @@ def test_chrome_trace_names_the_collective_track(profile_with_collectives):
                                           "c10d::reduce_scatter"]
     assert spans[0]["args"]["algorithm"] == "ring" and spans[0]["args"]["bytes"] == 4 << 20
     assert spans[0]["ts"] == 1.2 and spans[0]["dur"] == 0.8
+
+
+def test_profiles_nest_and_the_outer_one_keeps_everything():
+    x = torch.ones(64, 64, device="neuron")
+    with torch_neuron.profiler.profile() as outer:
+        x @ x
+        with torch_neuron.profiler.profile() as inner:
+            x + x
+        x * x
+    assert [r["name"] for r in inner.records] == ["aten::add.Tensor"]
+    assert [r["name"] for r in outer.records] == ["aten::mm", "aten::add.Tensor",
+                                                  "aten::mul.Tensor"]
+    with torch_neuron.profiler.profile() as after:  # tracing was switched off and on again
+        x - x
+    assert [r["name"] for r in after.records] == ["aten::sub.Tensor"]

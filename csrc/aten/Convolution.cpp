@@ -14,11 +14,26 @@
 namespace torch_neuron {
 namespace {
 
+// Every tensor of a convolution must be on the input's NeuronCore, as CUDA requires (a module
+// left on the CPU or on another core would otherwise be read silently).
+void check_same_device(const char* op, const at::Tensor& input,
+                       std::initializer_list<const at::Tensor*> others) {
+  for (const at::Tensor* t : others) {
+    if (t == nullptr || !t->defined()) continue;
+    TORCH_CHECK(t->device() == input.device(), op, ": expected all tensors to be on the same ",
+                "device, but the input is on ", input.device(), " and a ",
+                t->sizes().size() == 1 ? "bias" : "weight", " is on ", t->device(),
+                "; move the module to the input's device (module.to(\"", input.device(), "\"))");
+  }
+}
+
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias,
                                     c10::IntArrayRef stride, c10::IntArrayRef padding,
                                     c10::IntArrayRef dilation, bool transposed,
                                     c10::IntArrayRef output_padding, int64_t groups) {
+  check_same_device("convolution", input,
+                    {&weight, bias.has_value() ? &bias.value() : nullptr});
   const auto device = input.device().index();
   at::Tensor out;
   {
@@ -39,6 +54,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
     bool transposed, c10::IntArrayRef output_padding, int64_t groups,
     std::array<bool, 3> output_mask) {
+  check_same_device("convolution_backward", input, {&grad_output, &weight});
   const auto device = input.device().index();
   // The bias has one entry per output channel (weight is [out, in/groups, ...] or, transposed,
   // [in, out/groups, ...]).

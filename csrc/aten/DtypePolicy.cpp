@@ -14,13 +14,18 @@
 namespace torch_neuron {
 namespace {
 
+// Read when first needed, so that a bad value raises an error naming the variable.
 Float64Mode mode_from_env() {
   const char* value = std::getenv("TORCH_NEURON_FLOAT64");
-  return value != nullptr && std::strcmp(value, "exact") == 0 ? Float64Mode::Exact
-                                                               : Float64Mode::Narrow;
+  if (value == nullptr || *value == '\0') return Float64Mode::Narrow;
+  TORCH_CHECK(std::strcmp(value, "exact") == 0, "TORCH_NEURON_FLOAT64='", value,
+              "' is not a valid value; set it to 'exact' (float64 computed exactly on the "
+              "host) or unset it (float64 computed in float32, as on Trainium)");
+  return Float64Mode::Exact;
 }
 
-std::atomic<Float64Mode> mode{mode_from_env()};
+// -1: not read yet; then a Float64Mode.
+std::atomic<int> mode{-1};
 
 // TorchNeuron's switch, with the boolean spellings docs/environment.md lists (as
 // torch_neuron/compile_backend.py reads its variables). Unset or empty keeps TorchNeuron's
@@ -52,8 +57,11 @@ bool overflows_int32(const at::Tensor& t) {
 
 }  // namespace
 
-Float64Mode float64_mode() { return mode; }
-void set_float64_mode(Float64Mode m) { mode = m; }
+Float64Mode float64_mode() {
+  if (mode < 0) mode = static_cast<int>(mode_from_env());
+  return static_cast<Float64Mode>(mode.load());
+}
+void set_float64_mode(Float64Mode m) { mode = static_cast<int>(m); }
 bool complex_decompose() {
   if (decompose_complex < 0) decompose_complex = complex_decompose_from_env() ? 1 : 0;
   return decompose_complex == 1;

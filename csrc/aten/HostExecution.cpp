@@ -60,6 +60,15 @@ bool is_generator(const c10::Argument& argument) {
   return type->kind() == c10::TypeKind::GeneratorType;
 }
 
+bool writes_part_of_argument(const std::string& base) {
+  for (const char* prefix : {"index_put", "_index_put_impl", "_unsafe_index_put", "index_fill",
+                             "index_copy", "index_add", "index_reduce", "scatter", "masked_fill",
+                             "masked_scatter", "put", "fill_diagonal"}) {
+    if (base.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 struct OpInfo {
   std::string name;       // "aten::add.Tensor"
   std::string base_name;  // "add"
@@ -69,6 +78,9 @@ struct OpInfo {
   // The CPU kernel misreads a first argument with a zero stride along the reduced dimension
   // (median/nanmedian with dim return garbage); CUDA's kernels make it contiguous first.
   bool dense_first_argument;
+  // The op writes only some elements of the argument it writes (indexed and masked writes);
+  // every other op writes all of it (Note [Float64 write-back]).
+  bool partial_write;
 };
 
 // Name, class and counter per operator, computed once (schemas live as long as the process).
@@ -105,7 +117,8 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
     }
     const bool dense_first = base_name == "median" || base_name == "nanmedian";
     it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter, generators,
-                                        dense_first}).first;
+                                        dense_first, writes_part_of_argument(base_name)})
+             .first;
   }
   slot = {schema, &it->second};
   return it->second;
@@ -192,6 +205,7 @@ class HostRun {
       const auto* alias = argument.alias_info();
       written_ = alias != nullptr && alias->isWrite();
       out_argument_ = argument.is_out();
+      self_argument_ = argument.name() == "self";
       if (value.isTensor()) {
         value = convert(value.toTensor());
         if (i == begin_ && info_.dense_first_argument && has_zero_stride(value.toTensor())) {
@@ -264,8 +278,11 @@ class HostRun {
   at::Tensor convert(const at::Tensor& t) {
     if (!t.defined()) return t;
     if (!on_neuron(t)) {
-      // CUDA's rule: CPU tensors may join device ops only as 0-dim scalars.
-      TORCH_CHECK(t.dim() == 0 || !t.device().is_cpu() || accepts_cpu_tensors(info_.name),
+      // CUDA's rule: CPU tensors may join device ops only as 0-dim scalars they read (indexing
+      // ops also take CPU index tensors); an argument the op writes, or the tensor an indexing
+      // op reads from, must be on the device.
+      const bool cpu_index = accepts_cpu_tensors(info_.name) && !self_argument_;
+      TORCH_CHECK(!t.device().is_cpu() || (!written_ && (t.dim() == 0 || cpu_index)),
                   "Expected all tensors to be on the same device, but found at least two "
                   "devices, neuron and ", t.device(), "! (", info_.name, ")");
       return t;
@@ -343,14 +360,17 @@ class HostRun {
     }
   }
 
-  // The kernel wrote a float32 copy of a float64 argument. Only the elements it changed (bit for
-  // bit) are cast back: a float64 value the op did not write keeps every bit, so narrowing never
-  // changes data outside what the op writes (int64 bits seen through a float64 view, values
-  // float32 cannot hold). A resized argument was written whole.
+  // Note [Float64 write-back]: the kernel wrote a float32 copy of a float64 argument. Ops that
+  // write all of the argument (elementwise in-place ops, out=) have every element cast back.
+  // Indexed and masked writes (index_put_, masked_fill_, scatter_, ...) write some elements:
+  // only those whose float32 bits changed are cast back, so a float64 value the op did not
+  // write keeps every bit (values float32 cannot hold, int64 bits seen through a float64
+  // view). An element such an op overwrites with its own float32 value keeps its float64 bits,
+  // which equal that value in float32, the precision the policy promises.
   void write_back_narrowed(const Converted& c) {
     const at::Tensor& orig = original(c);
-    if (c.view.sizes() != orig.sizes()) {
-      orig.resize_(c.view.sizes());
+    if (c.view.sizes() != orig.sizes() || !info_.partial_write) {
+      if (c.view.sizes() != orig.sizes()) orig.resize_(c.view.sizes());
       host_view(orig).copy_(c.view);
       return;
     }
@@ -363,6 +383,7 @@ class HostRun {
   at::Tensor back_to_neuron(at::Tensor t) {
     if (!t.defined() || on_neuron(t)) return t;
     if (t.is_quantized()) refuse_quantized(info_.name);
+    if (t.is_sparse() || t.is_sparse_csr()) refuse_sparse(info_.name);
     // Returned argument (in-place and out= ops) or a view of one.
     for (const auto& c : converted_) {
       if (c.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return original(c);
@@ -393,6 +414,7 @@ class HostRun {
   bool narrow_float64_;
   bool narrowed_any_ = false;
   bool written_ = false;
+  bool self_argument_ = false;  // the argument being converted is the schema's `self`
   bool out_argument_ = false;
   bool saw_complex_ = false;
   bool saw_undecomposable_complex_ = false;

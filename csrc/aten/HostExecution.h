@@ -39,8 +39,9 @@ std::vector<std::string> unboxed_host_ops();
 // Pass the result by std::move: a tensor only the caller holds is converted in place.
 at::Tensor adopt_host_result(at::Tensor cpu_result, c10::DeviceIndex device);
 
-// Throws NotImplementedError: neuron has no quantized tensors (Quantized.cpp).
+// Throw NotImplementedError: neuron has no quantized or sparse tensors (Unsupported.cpp).
 [[noreturn]] void refuse_quantized(const std::string& op_name);
+[[noreturn]] void refuse_sparse(const std::string& op_name);
 
 // Charges an op that ran on `device` to the current stream's clock and counts it as executed.
 void charge_device_op(const std::string& name, OpClass op_class, c10::DeviceIndex device,

@@ -67,9 +67,15 @@ void check_dim_index(const std::string& op, const at::Tensor& self, int64_t dim,
   const int64_t size = self.dim() == 0 ? 1 : self.size(dim);
   const auto [min, max] = min_max(index);
   const int64_t bad = min < 0 ? min : max;
-  TORCH_CHECK_INDEX(min >= 0 && max < size, op, ": index ", bad,
-                    " is out of range for dimension ", dim, " of size ", size,
-                    " (valid indices are 0..", size - 1, ")");
+  if (min >= 0 && max < size) return;
+  // The exception type is the CPU's for the same call: gather and the scatters raise
+  // RuntimeError there, the index_* ops IndexError.
+  const bool runtime_error = op.rfind("gather", 0) == 0 || op.rfind("scatter", 0) == 0;
+  const std::string message = c10::str(op, ": index ", bad, " is out of range for dimension ",
+                                       dim, " of size ", size, " (valid indices are 0..",
+                                       size - 1, ")");
+  if (runtime_error) TORCH_CHECK(false, message);
+  TORCH_CHECK_INDEX(false, message);
 }
 
 void check_take_index(const at::Tensor& self, const at::Tensor& index) {

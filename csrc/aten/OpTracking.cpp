@@ -1,5 +1,7 @@
 #include "aten/OpTracking.h"
 
+#include <c10/util/Exception.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -28,12 +30,18 @@ std::map<std::string, int64_t> snapshot(std::atomic<int64_t> OpCounter::*field) 
   return out;
 }
 
+// Read when first needed (not at the library's load), so that a bad value raises an error
+// naming the variable instead of being ignored.
 bool fallback_error_from_env() {
   const char* mode = std::getenv("TORCH_NEURON_FALLBACK");
-  return mode != nullptr && std::strcmp(mode, "error") == 0;
+  if (mode == nullptr || *mode == '\0') return false;
+  TORCH_CHECK(std::strcmp(mode, "error") == 0, "TORCH_NEURON_FALLBACK='", mode,
+              "' is not a valid value; set it to 'error' (CPU fallbacks raise) or unset it");
+  return true;
 }
 
-std::atomic<bool> fallback_error{fallback_error_from_env()};
+// -1: not read yet; then 0 or 1.
+std::atomic<int> fallback_error{-1};
 
 }  // namespace
 
@@ -63,7 +71,10 @@ void clear_op_tracking() {
   }
 }
 
-void set_fallback_error(bool on) { fallback_error = on; }
-bool fallback_is_error() { return fallback_error; }
+void set_fallback_error(bool on) { fallback_error = on ? 1 : 0; }
+bool fallback_is_error() {
+  if (fallback_error < 0) fallback_error = fallback_error_from_env() ? 1 : 0;
+  return fallback_error == 1;
+}
 
 }  // namespace torch_neuron

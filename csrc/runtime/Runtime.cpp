@@ -110,7 +110,11 @@ void set_current_device(c10::DeviceIndex index) {
 }
 
 c10::DeviceIndex resolve_device(c10::DeviceIndex index) {
-  return index >= 0 ? index : current_device();
+  if (index == -1) return current_device();
+  // Other negative indices are not "the current device": torch.device("neuron", 200) wraps
+  // to -56 in PyTorch's 8-bit device index, and must not land silently on neuron:0.
+  check_device_index(index);
+  return index;
 }
 
 }  // namespace torch_neuron

@@ -44,12 +44,14 @@ def _is_in_bad_fork() -> bool:
 def _lazy_init() -> None:
     """Called by PyTorch before the first neuron tensor is created from Python."""
     global _initialized
-    if _initialized:
-        return
+    # The bad-fork check comes first: a child forked after initialization inherits
+    # `_initialized`, and must still be told (as torch.cuda tells it) to use spawn.
     if _C._is_in_bad_fork():
         raise RuntimeError(
             "Cannot re-initialize neuron in a forked subprocess. To use neuron with "
             "multiprocessing, use the 'spawn' start method")
+    if _initialized:
+        return
     _C._init_device(-1)
     _initialized = True
 

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import torch
 
-from torch_neuron.neuron.device import _index
+from torch_neuron.neuron.device import _index, _lazy_init
 
 
 class Stream(torch.Stream):
@@ -17,6 +17,7 @@ class Stream(torch.Stream):
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
         if "stream_id" in kwargs:  # rebuilding a stream torch already has
             return super().__new__(cls, **kwargs)
+        _lazy_init()  # as torch.cuda.Stream: refused in a child forked after initialization
         with torch.neuron.device(device):
             return super().__new__(cls, device=torch.device("neuron", _index(device)),
                                    priority=priority)
@@ -43,8 +44,12 @@ def default_stream(device: Any = None) -> torch.Stream:
 
 
 def set_stream(stream: torch.Stream) -> None:
-    if stream is not None:
-        torch.accelerator.set_stream(stream)
+    if stream is None:
+        return
+    if stream.device.type != "neuron":
+        raise ValueError(f"set_stream: expected a neuron stream, got a stream of "
+                         f"{stream.device}; use torch.neuron.Stream() or torch.neuron.current_stream()")
+    torch.accelerator.set_stream(stream)
 
 
 class StreamContext:

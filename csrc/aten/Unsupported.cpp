@@ -1,4 +1,6 @@
-// PyTorch's quantized tensors (qint8, quint8, qint32, quint4x2, quint2x4) on neuron: refused.
+// Tensor kinds neuron does not have, refused with one clear error each.
+//
+// PyTorch's quantized tensors (qint8, quint8, qint32, quint4x2, quint2x4): refused.
 // Trainium runs no PyTorch quantized kernels (TorchNeuron has none either), and a quantized
 // tensor needs a quantizer that only quantized backends create; without this, moving one to
 // neuron failed deep in the dispatcher, and quantizing a neuron tensor on the host made a
@@ -19,17 +21,36 @@ void refuse_quantized(const std::string& op_name) {
       "(float8 and int8 tensors are supported on the device).");
 }
 
+// Sparse layouts (COO, CSR, CSC, BSR, BSC): refused the same way. Without this, moving a sparse
+// tensor to neuron failed with dispatcher or layout errors that named no fix.
+void refuse_sparse(const std::string& op_name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, op_name, ": neuron has no sparse tensors: Trainium runs no PyTorch sparse ",
+      "kernels. Call .to_dense() before moving a sparse tensor to neuron, or keep it on the CPU ",
+      "(nn.Embedding(sparse=True) needs sparse gradients: use sparse=False on neuron).");
+}
+
 namespace {
 
 void refuse_quantized_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
   refuse_quantized(op.schema().name());
 }
 
+void refuse_sparse_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  refuse_sparse(op.schema().name());
+}
+
 }  // namespace
 
-// Every op that would make or take a quantized neuron tensor dispatches here.
+// Every op that would make or take a quantized or sparse neuron tensor dispatches here.
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized_op>());
+}
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse_op>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse_op>());
 }
 
 }  // namespace torch_neuron

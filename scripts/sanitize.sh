@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds trnsim, the backend and the googletests with AddressSanitizer and
+# UndefinedBehaviorSanitizer in build-sanitize/ and runs the C++ tests under them.
+#   scripts/sanitize.sh            # C++ tests (CI runs this)
+#   scripts/sanitize.sh --python   # also a Python smoke (a training step, collectives-free
+#                                  # ops) with the sanitized extension preloaded with libasan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python_too=OFF
+[ "${1:-}" = "--python" ] && python_too=ON
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTORCH_NEURON_SANITIZE=ON -DTORCH_NEURON_BUILD_PYTHON=$python_too >/dev/null
+cmake --build build-sanitize
+# libtorch is not instrumented: container-overflow checks need every party instrumented, and
+# leaks at exit belong to PyTorch's and googletest's static state.
+export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-sanitize --output-on-failure -j2
+if [ "$python_too" = ON ]; then
+  smoke=$(mktemp -d)
+  mkdir -p "$smoke/torch_neuron/lib"
+  cp -r torch_neuron/*.py torch_neuron/neuron "$smoke/torch_neuron/"
+  cp build-sanitize/_C*.so "$smoke/torch_neuron/"
+  cp build-sanitize/libtorch_neuron.so "$smoke/torch_neuron/lib/"
+  LD_PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)" \
+    PYTHONPATH="$smoke" TORCH_DEVICE_BACKEND_AUTOLOAD=0 \
+    python -c "import sys; sys.argv = ['train.py', '--steps', '2']; import torch_neuron, runpy; runpy.run_path('examples/train.py', run_name='__main__')"
+  rm -rf "$smoke"
+fi
+echo "sanitizers: no errors"

@@ -107,7 +107,9 @@ PYBIND11_MODULE(_C, m) {
   // Checks the device and, on first use, arms the fork guard (see in_bad_fork()).
   m.def("_init_device", wrap_pybind_function([](int index) { device(resolve_device(index)); }));
   m.def("_synchronize", wrap_pybind_function([](int index) {
-          return device(resolve_device(index)).synchronize_ns();
+          index = resolve_device(index);
+          device(index).health().check(index);  // a failed device cannot be synchronized
+          return device(index).synchronize_ns();
         }));
   m.def("_stream_clock_ns", wrap_pybind_function([](int index, int64_t stream_id) {
           const c10::Device dev(kNeuron, resolve_device(index));

@@ -198,6 +198,7 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
 c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device dev(kNeuron, index);
   trnsim::Queue& queue = current_queue(index);  // checks the device index
+  device(index).health().check(index);           // a failed device allocates nothing
   if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
   const size_t size = round_size(nbytes);
   auto& st = state();

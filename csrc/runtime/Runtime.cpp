@@ -78,9 +78,9 @@ trnsim::Device& device(c10::DeviceIndex index) {
     std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &mark_child_as_bad_fork); });
     armed.store(true, std::memory_order_release);
   }
-  auto& d = system().device(index);
-  d.health().check(index);  // a device that hit a simulated fault stays failed
-  return d;
+  // (A device that hit a simulated fault is checked where work starts: launches, allocations,
+  // synchronization. Not here: stream and guard queries reach this from noexcept code.)
+  return system().device(index);
 }
 
 c10::DeviceIndex launch_device() {

@@ -93,3 +93,25 @@ def test_torchrun_restarts_after_a_fault_and_finishes_like_an_uninterrupted_run(
     assert a["loss"] == b["loss"]
     for name in b["params"]:
         assert torch.equal(a["params"][name], b["params"][name]), name
+
+
+@pytest.mark.parametrize("launch", [150, 333, 500])
+def test_a_fault_during_training_raises_and_never_aborts(launch):
+    # Forward, backward (on autograd's device thread) and optimizer launches all reach the
+    # fault somewhere; the program gets a Python exception wherever it lands.
+    result = run_python("""
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                    torch.nn.Linear(32, 4)).to("neuron")
+        opt = torch.optim.AdamW(model.parameters())
+        try:
+            for step in range(100):
+                model(torch.randn(8, 16, device="neuron")).square().mean().backward()
+                opt.step()
+                opt.zero_grad()
+        except RuntimeError as e:
+            print("caught:", str(e).split(":")[0])
+    """, env={"TORCH_NEURON_INJECT_FAULT": f"hbm_ue:0:{launch}"})
+    assert result.returncode == 0, result.stderr
+    assert "caught: NRT Error NRT_EXEC_HW_ERR_HBM_UE(1201)" in result.stdout
+    assert "terminate called" not in result.stderr

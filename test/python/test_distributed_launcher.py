@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import torch_neuron
-from conftest import loopback_env, run_process_group
+from conftest import loopback_env, rank_rows, run_process_group
 from torch_neuron import _distributed_report
 from torch_neuron.__main__ import run as run_command
 
@@ -39,15 +39,6 @@ def output(result):
 def report_of(result):
     assert REPORT in result.stdout, output(result)
     return result.stdout[result.stdout.index(REPORT):]
-
-
-def rank_rows(report):
-    """{rank: [device, node, span, compute, comm, exposed, MFU, peak HBM, ...]} of the report."""
-    rows = {}
-    for line in report.split("\n\n")[1].splitlines()[1:]:
-        fields = line.split()
-        rows[int(fields[0])] = fields[1:]
-    return rows
 
 
 def collective_lines(report):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import torch_neuron
-from conftest import DISTRIBUTED_DIR, loopback_env, run_process_group
+from conftest import DISTRIBUTED_DIR, loopback_env, rank_rows, run_process_group
 
 transformers = pytest.importorskip("transformers", reason="install with scripts/install.sh")
 sys.path.insert(0, DISTRIBUTED_DIR)
@@ -70,15 +70,6 @@ def test_device_map_auto_spreads_a_model_too_big_for_one_core(tmp_path, whole_hb
     assert torch_neuron.get_fallback_ops() == {}
     for d in used:
         assert torch.neuron.max_memory_reserved(d) <= limits[d.index]
-
-
-def rank_rows(report):
-    """{rank: fields after the rank} of the per-rank table of the run report."""
-    rows = {}
-    for line in report.split("\n\n")[1].splitlines()[1:]:
-        fields = line.split()
-        rows[int(fields[0])] = fields[1:]
-    return rows
 
 
 def test_fsdp2_trains_a_model_no_single_core_can_hold(tmp_path):

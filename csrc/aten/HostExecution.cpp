@@ -18,6 +18,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/where.h>
@@ -30,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <typeinfo>
 #include <unordered_map>
 #include <vector>
@@ -43,7 +45,9 @@
 #include "aten/OpCost.h"
 #include "aten/OpPolicy.h"
 #include "aten/DtypePolicy.h"
+#include "aten/Float64Narrowing.h"
 #include "aten/OpTracking.h"
+#include "aten/TensorArguments.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
@@ -60,7 +64,18 @@ bool is_generator(const c10::Argument& argument) {
   return type->kind() == c10::TypeKind::GeneratorType;
 }
 
+// Ops that update running statistics their schema does not mark as written (an old schema
+// convention; _native_batch_norm_legit and _batch_norm_with_update mark them).
+bool updates_unmarked_running_stats(const std::string& base) {
+  return base == "native_batch_norm" || base == "cudnn_batch_norm" ||
+         base == "miopen_batch_norm" || base == "batch_norm_gather_stats" ||
+         base == "batch_norm_gather_stats_with_counts";
+}
+
 bool writes_part_of_argument(const std::string& base) {
+  // Running statistics are written only in training: compared like a partial write, a float64
+  // statistic the op left alone keeps its bits.
+  if (updates_unmarked_running_stats(base)) return true;
   for (const char* prefix : {"index_put", "_index_put_impl", "_unsafe_index_put", "index_fill",
                              "index_copy", "index_add", "index_reduce", "scatter", "masked_fill",
                              "masked_scatter", "put", "fill_diagonal"}) {
@@ -81,6 +96,8 @@ struct OpInfo {
   // The op writes only some elements of the argument it writes (indexed and masked writes);
   // every other op writes all of it (Note [Float64 write-back]).
   bool partial_write;
+  // running_mean and running_var are written although the schema does not say so.
+  bool writes_running_stats;
 };
 
 // Name, class and counter per operator, computed once (schemas live as long as the process).
@@ -117,7 +134,8 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
     }
     const bool dense_first = base_name == "median" || base_name == "nanmedian";
     it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter, generators,
-                                        dense_first, writes_part_of_argument(base_name)})
+                                        dense_first, writes_part_of_argument(base_name),
+                                        updates_unmarked_running_stats(base_name)})
              .first;
   }
   slot = {schema, &it->second};
@@ -167,6 +185,20 @@ bool has_zero_stride(const at::Tensor& t) {
   return false;
 }
 
+// A float32 copy of a float64 tensor for a narrowed run, laid out like it: kernels lay their
+// results out after their inputs' strides, so a copy with other strides would give results
+// other strides than the CPU's. A view that selects few elements of a large storage (a column)
+// gets a dense copy with the same stride order instead, to keep the copy small.
+at::Tensor narrowed_copy(const at::Tensor& t) {
+  const auto options = t.options().dtype(at::kFloat);
+  int64_t span = 1;  // elements from the first to the last one the view reaches
+  for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+  at::Tensor copy = t.numel() > 0 && span <= 2 * t.numel()
+                        ? at::empty_strided(t.sizes(), t.strides(), options)
+                        : at::empty_like(t, options);
+  return copy.copy_(t);
+}
+
 // What the host run needs to put things back.
 struct Converted {
   size_t input;         // the neuron tensor's position in HostRun::inputs_
@@ -178,13 +210,14 @@ struct Converted {
 
 class HostRun {
  public:
+  // `narrowing`: compute float64 neuron tensors in float32 as it says; nullptr: exactly.
   HostRun(const OpInfo& info, const c10::FunctionSchema& schema, torch::jit::Stack& stack,
-          bool narrow_float64)
+          const NarrowingPlan* narrowing)
       : info_(info),
         schema_(schema),
         stack_(stack),
         begin_(stack.size() - schema.arguments().size()),
-        narrow_float64_(narrow_float64) {}
+        narrowing_(narrowing) {}
 
   // The views are done with once the op has run (Note [Recycled host views]).
   ~HostRun() {
@@ -203,7 +236,9 @@ class HostRun {
       auto& value = stack_[i];
       const auto& argument = schema_.arguments()[i - begin_];
       const auto* alias = argument.alias_info();
-      written_ = alias != nullptr && alias->isWrite();
+      written_ = (alias != nullptr && alias->isWrite()) ||
+                 (info_.writes_running_stats &&
+                  (argument.name() == "running_mean" || argument.name() == "running_var"));
       out_argument_ = argument.is_out();
       self_argument_ = argument.name() == "self";
       if (value.isTensor()) {
@@ -243,6 +278,7 @@ class HostRun {
   uint64_t convert_results(size_t num_returns) {
     sync_mutated_arguments();
     uint64_t bytes = 0;
+    result_index_ = 0;
     for (size_t i = stack_.size() - num_returns; i < stack_.size(); ++i) {
       auto& value = stack_[i];
       if (value.isTensor()) {
@@ -260,69 +296,10 @@ class HostRun {
     return bytes;
   }
 
-  uint64_t input_bytes() const { return input_bytes_; }
-  bool saw_complex() const { return saw_complex_; }
-  // Complex dtypes other than complex64, which Trainium cannot decompose into float32 pairs.
-  bool saw_undecomposable_complex() const { return saw_undecomposable_complex_; }
-  c10::ArrayRef<at::Tensor> inputs() const { return inputs_; }
-
- private:
-  void note_device(const c10::Device& device) {
-    const auto index = device.index() >= 0 ? device.index() : current_device();
-    if (device_ < 0) device_ = index;
-    TORCH_CHECK(device_ == index, "Expected all tensors to be on the same device, but found at "
-                "least two devices, neuron:", static_cast<int>(device_), " and neuron:",
-                static_cast<int>(index), "!");
-  }
-
-  at::Tensor convert(const at::Tensor& t) {
-    if (!t.defined()) return t;
-    if (!on_neuron(t)) {
-      // CUDA's rule: CPU tensors may join device ops only as 0-dim scalars they read (indexing
-      // ops also take CPU index tensors); an argument the op writes, or the tensor an indexing
-      // op reads from, must be on the device.
-      const bool cpu_index = accepts_cpu_tensors(info_.name) && !self_argument_;
-      TORCH_CHECK(!t.device().is_cpu() || (!written_ && (t.dim() == 0 || cpu_index)),
-                  "Expected all tensors to be on the same device, but found at least two "
-                  "devices, neuron and ", t.device(), "! (", info_.name, ")");
-      return t;
-    }
-    note_device(t.device());
-    saw_complex_ = saw_complex_ || t.is_complex();
-    saw_undecomposable_complex_ =
-        saw_undecomposable_complex_ || (t.is_complex() && t.scalar_type() != at::kComplexFloat);
-    for (auto& c : converted_) {
-      if (original(c).unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
-        c.written = c.written || written_;  // add(a, b, out=a): a is written
-        return c.view;
-      }
-    }
-    const bool narrow = narrow_float64_ && t.scalar_type() == at::kDouble;
-    at::Tensor view = host_view(t, /*resizable=*/true);
-    for (const auto& c : converted_) {
-      // Tensors sharing a neuron storage share one CPU alias of it, so that the kernel sees
-      // their overlap and handles or refuses it as on the CPU.
-      if (!narrow && !c.narrowed && original(c).storage().is_alias_of(t.storage())) {
-        view.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
-        break;
-      }
-    }
-    if (narrow) {
-      warn_float64_narrowing();
-      view = view.to(at::kFloat);
-      narrowed_any_ = true;
-    }
-    // An out= argument is only written: its bytes count once, as an output.
-    if (!out_argument_) input_bytes_ += t.nbytes();
-    c10::StorageImpl* alias = view.storage().unsafeGetStorageImpl();
-    converted_.push_back({inputs_.size(), view, narrow, written_, alias});
-    inputs_.push_back(t);
-    return view;
-  }
-
-  // Arguments the kernel resized, restrided or re-pointed: carry that over to the originals.
-  // Only arguments the schema marks as written can have changed (the contract that
-  // functionalization relies on too), so the others are not compared.
+  // Arguments the kernel resized, restrided or re-pointed: carry that over to the originals
+  // (and write back narrowed float64 arguments). Only arguments the schema marks as written
+  // can have changed (the contract that functionalization relies on too), so the others are not
+  // compared.
   void sync_mutated_arguments() {
     for (auto& c : converted_) {
       if (!c.written) continue;
@@ -360,6 +337,61 @@ class HostRun {
     }
   }
 
+  bool narrowing() const { return narrowing_ != nullptr; }
+  uint64_t input_bytes() const { return input_bytes_; }
+  c10::ArrayRef<at::Tensor> inputs() const { return inputs_; }
+
+ private:
+  void note_device(const c10::Device& device) {
+    const auto index = device.index() >= 0 ? device.index() : current_device();
+    if (device_ < 0) device_ = index;
+    TORCH_CHECK(device_ == index, "Expected all tensors to be on the same device, but found at "
+                "least two devices, neuron:", static_cast<int>(device_), " and neuron:",
+                static_cast<int>(index), "!");
+  }
+
+  at::Tensor convert(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (!on_neuron(t)) {
+      // CUDA's rule: CPU tensors may join device ops only as 0-dim scalars they read (indexing
+      // ops also take CPU index tensors); an argument the op writes, or the tensor an indexing
+      // op reads from, must be on the device.
+      const bool cpu_index = accepts_cpu_tensors(info_.name) && !self_argument_;
+      TORCH_CHECK(!t.device().is_cpu() || (!written_ && (t.dim() == 0 || cpu_index)),
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, neuron and ", t.device(), "! (", info_.name, ")");
+      return t;
+    }
+    note_device(t.device());
+    for (auto& c : converted_) {
+      if (original(c).unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        c.written = c.written || written_;  // add(a, b, out=a): a is written
+        return c.view;
+      }
+    }
+    const bool narrow = narrowing_ != nullptr && t.scalar_type() == at::kDouble;
+    at::Tensor view = host_view(t, /*resizable=*/true);
+    for (const auto& c : converted_) {
+      // Tensors sharing a neuron storage share one CPU alias of it, so that the kernel sees
+      // their overlap and handles or refuses it as on the CPU.
+      if (!narrow && !c.narrowed && original(c).storage().is_alias_of(t.storage())) {
+        view.unsafeGetTensorImpl()->set_storage_keep_dtype(c.view.storage());
+        break;
+      }
+    }
+    if (narrow) {
+      warn_float64_narrowing();
+      view = narrowed_copy(view);
+      narrowed_any_ = true;
+    }
+    // An out= argument is only written: its bytes count once, as an output.
+    if (!out_argument_) input_bytes_ += t.nbytes();
+    c10::StorageImpl* alias = view.storage().unsafeGetStorageImpl();
+    converted_.push_back({inputs_.size(), view, narrow, written_, alias});
+    inputs_.push_back(t);
+    return view;
+  }
+
   // Note [Float64 write-back]: the kernel wrote a float32 copy of a float64 argument. Ops that
   // write all of the argument (elementwise in-place ops, out=) have every element cast back.
   // Indexed and masked writes (index_put_, masked_fill_, scatter_, ...) write some elements:
@@ -381,6 +413,12 @@ class HostRun {
   }
 
   at::Tensor back_to_neuron(at::Tensor t) {
+    // The dtype PyTorch gives this result (Note [Float64 narrowing checks]).
+    std::optional<c10::ScalarType> dtype;
+    if (narrowing_ != nullptr && result_index_ < narrowing_->result_dtypes.size()) {
+      dtype = narrowing_->result_dtypes[result_index_];
+    }
+    ++result_index_;
     if (!t.defined() || on_neuron(t)) return t;
     if (t.is_quantized()) refuse_quantized(info_.name);
     if (t.is_sparse() || t.is_sparse_csr()) refuse_sparse(info_.name);
@@ -394,10 +432,10 @@ class HostRun {
         return wrap(original(c).storage(), t);
       }
     }
-    if (narrowed_any_ && t.scalar_type() == at::kFloat) {
-      // Computed in float32 for float64 inputs: hand back float64, as the op promised.
+    if (narrowed_any_ && dtype.has_value() && t.scalar_type() != *dtype) {
+      // Computed in float32 (complex64) for float64 inputs: hand back the dtype the op promises.
       at::Tensor out = at::empty_strided(t.sizes(), t.strides(),
-                                         t.options().dtype(at::kDouble).device(
+                                         t.options().dtype(*dtype).device(
                                              c10::Device(kNeuron, device_)));
       host_view(out).copy_(t);
       return out;
@@ -411,13 +449,12 @@ class HostRun {
   const c10::FunctionSchema& schema_;
   torch::jit::Stack& stack_;
   size_t begin_;
-  bool narrow_float64_;
+  const NarrowingPlan* narrowing_;
   bool narrowed_any_ = false;
+  size_t result_index_ = 0;  // position of the result back_to_neuron converts, lists flattened
   bool written_ = false;
   bool self_argument_ = false;  // the argument being converted is the schema's `self`
   bool out_argument_ = false;
-  bool saw_complex_ = false;
-  bool saw_undecomposable_complex_ = false;
   c10::DeviceIndex device_ = -1;
   // Small vectors: most ops have a few tensor arguments, and this runs for every op.
   c10::SmallVector<Converted, 4> converted_;
@@ -434,39 +471,88 @@ void check_fallback_allowed(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// Trainium has no complex arithmetic: an op on complex neuron tensors is a host round trip
+// unless decomposition into real ops is on and every complex tensor is complex64, which
+// decomposes into float32 pairs (DtypePolicy.h).
+bool complex_round_trip(c10::ArrayRef<c10::IValue> arguments) {
+  bool complex = false;
+  bool undecomposable = false;
+  for_each_tensor_argument(arguments, [&](const at::Tensor& t) {
+    if (!on_neuron(t) || !t.is_complex()) return;
+    complex = true;
+    undecomposable = undecomposable || t.scalar_type() != at::kComplexFloat;
+  });
+  return complex && (!complex_decompose() || undecomposable);
+}
+
+// Steps 1 to 3 of Note [Host execution].
+void execute(const c10::OperatorHandle& op, HostRun& run, torch::jit::Stack* stack,
+             c10::DeviceIndex& device, uint64_t& out_bytes) {
+  device = run.convert_arguments();
+  try {
+    AllocateOnDevice allocate_on(device);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } catch (const std::exception&) {
+    // A kernel may resize an out= argument before it raises; the argument keeps that shape, as
+    // on the CPU. (A narrowed run is retried exactly, which does this.)
+    if (!run.narrowing()) run.sync_mutated_arguments();
+    throw;
+  }
+  out_bytes = run.convert_results(op.schema().returns().size());
+}
+
+}  // namespace
+
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpInfo& info = info_for(op);
   const auto& schema = op.schema();
-  bool fallback = info.op_class == OpClass::Fallback;
+  const size_t num_arguments = schema.arguments().size();
+  const auto arguments = torch::jit::last(*stack, num_arguments);
+  const bool fallback =
+      info.op_class == OpClass::Fallback || complex_round_trip(arguments);
   if (fallback) check_fallback_allowed(info.name);
 
   if (info.op_class == OpClass::GpSimd) {
-    check_index_bounds(info.base_name, torch::jit::last(*stack, schema.arguments().size()));
+    check_index_bounds(info.base_name, arguments);
   }
-  HostRun run(info, schema, *stack, !fallback && float64_mode() == Float64Mode::Narrow);
-  const c10::DeviceIndex device = run.convert_arguments();
-  if (run.saw_complex() && !fallback &&
-      (!complex_decompose() || run.saw_undecomposable_complex())) {
-    // Trainium has no complex arithmetic: without decomposition into real ops (DtypePolicy.h)
-    // complex ops are host round trips.
-    fallback = true;
-    check_fallback_allowed(info.name);
+  NarrowingPlan narrowing;
+  if (!fallback && float64_mode() == Float64Mode::Narrow) {
+    narrowing = plan_float64_narrowing(op, arguments);
   }
-  {
-    AllocateOnDevice allocate_on(device);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  std::optional<HostRun> run;
+  c10::DeviceIndex device = -1;
+  uint64_t out_bytes = 0;
+  if (narrowing.narrow) {
+    const size_t begin = stack->size() - num_arguments;
+    auto saved_arguments = copy_arguments(arguments);
+    try {
+      run.emplace(info, schema, *stack, &narrowing);
+      execute(op, *run, stack, device, out_bytes);
+    } catch (const std::exception&) {
+      // The float32 copies made the CPU kernel raise where the float64 op is valid (Note
+      // [Float64 narrowing checks]); nothing was written back, so run it exactly.
+      run.reset();
+      stack->resize(begin);
+      stack->insert(stack->end(), saved_arguments.begin(), saved_arguments.end());
+      narrowing.narrow = false;
+    }
   }
-  const uint64_t out_bytes = run.convert_results(schema.returns().size());
+  if (!narrowing.narrow) {
+    run.emplace(info, schema, *stack, nullptr);
+    execute(op, *run, stack, device, out_bytes);
+  }
 
   auto& queue = current_queue(device);
   const auto& instance = system().instance();
   const bool tracing = trnsim::tracing_enabled();
   if (fallback) {
     const double ns =
-        trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost, run.input_bytes()) +
+        trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost, run->input_bytes()) +
         trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice, out_bytes);
-    queue.launch(info.name, transfer_cost(ns, run.input_bytes() + out_bytes), ns,
-                 tracing ? "CPU fallback: " + describe_tensors(run.inputs()) : std::string());
+    queue.launch(info.name, transfer_cost(ns, run->input_bytes() + out_bytes), ns,
+                 tracing ? "CPU fallback: " + describe_tensors(run->inputs()) : std::string());
     ++info.counter->fallback;
     ++info.counter->executed;
     return;
@@ -474,9 +560,9 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto outputs = torch::jit::last(*stack, schema.returns().size());
   if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, outputs);
   queue.launch(info.name,
-               estimate_cost(instance, info.op_class, info.name, run.inputs(), outputs,
-                             run.input_bytes() + out_bytes),
-               tracing ? describe_tensors(run.inputs()) : std::string());
+               estimate_cost(instance, info.op_class, info.name, run->inputs(), outputs,
+                             run->input_bytes() + out_bytes),
+               tracing ? describe_tensors(run->inputs()) : std::string());
   ++info.counter->executed;
 }
 

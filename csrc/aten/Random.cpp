@@ -11,11 +11,17 @@
 #include "aten/Launch.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/Generator.h"
+#include "runtime/Runtime.h"
 
 namespace torch_neuron {
 namespace {
 
 const at::Generator& gen_for(const at::Tensor& self, const std::optional<at::Generator>& gen) {
+  // A neuron generator's dispatch key outranks the CPU's, so a random op on a CPU tensor given
+  // a neuron generator lands here. Refused as CUDA refuses a CUDA generator there.
+  TORCH_CHECK(self.device().type() == kNeuron, "Expected a '", self.device().type(),
+              "' device type for generator but found 'neuron'; use a generator of the "
+              "tensor's device (torch.Generator(device='", self.device().type(), "'))");
   return host_generator_for(gen, self.device().index());
 }
 

@@ -105,13 +105,13 @@ def _step_in_float32(m, step, comp, cpu):
     if step is None or step.kind == "grad" or not comp.lane.before:
         return None
     base = re.match(r"\w+", m.name).group(0)
-    if base not in step.outs and base not in _written(step):
+    if base not in step.outs and base not in written(step):
         return None  # an argument the step only read: its difference is older than the step
     from .program import exec_globals
     env = exec_globals("cpu")
     env.update({r: _narrow(v) for r, v in comp.lane.before.items()})
     exec(compile(step.render(), "<narrowed>", "exec"), env)
-    return _lookup(env, m.name)
+    return _lookup(env, m.path or m.name)
 
 
 def _float_power_narrowed(m, step, comp, cpu):
@@ -186,9 +186,11 @@ def _write_to_overlapping_memory(m, step, comp, cpu):
     raises)."""
     if step is None or m.category not in ("value", "exception"):
         return False
-    if m.category == "exception" and comp.lane.float64 != "narrow":
-        return False  # the same kernel runs on both devices: it must raise the same way
-    targets = _written(step)
+    if m.category == "exception":
+        # The same kernel runs on both devices (float64 with overlapping memory runs exactly,
+        # Note [Float64 narrowing checks]): it must raise the same way.
+        return False
+    targets = written(step)
     for r in targets:
         t = cpu.env.get(r)
         if isinstance(t, torch.Tensor) and _overlaps(t):
@@ -207,7 +209,7 @@ def _overlaps(t):
     return offsets.unique().numel() < t.numel()
 
 
-def _written(step):
+def written(step):
     """Names of the arguments a step writes: out= tensors, and the target of an in-place op."""
     out = set()
     for pair in re.findall(r"out=\(?\{(\d+)\}(?:[^,)]*)(?:, \{(\d+)\})?", step.template):
@@ -217,6 +219,25 @@ def _written(step):
     if step.refs and (inplace or "inplace=True" in text):
         out.add(step.refs[0])
     return out
+
+
+def _uninitialized_after_failed_resize(m, step, comp, cpu):
+    """A step that raised on both devices after resizing an argument it writes (cat(out=x)
+    with x among the inputs resizes x, then finds the overlap): the elements the resize added
+    are uninitialized memory (torch.Tensor.resize_), so only the elements x had before may be
+    compared; they must agree."""
+    if m.category != "value" or step is None or not m.values:
+        return False
+    base = re.match(r"\w+", m.name).group(0)
+    old_shape = cpu.shapes_before.get(base)
+    c, n, _ = m.values
+    if base not in written(step) or old_shape is None or not isinstance(c, torch.Tensor):
+        return False
+    old = math.prod(old_shape)
+    if c.shape == old_shape or c.numel() <= old or not c.is_contiguous():
+        return False
+    tol = DTYPE_TOL.get(c.dtype, (0, 0))
+    return _close(c.reshape(-1)[:old], n.reshape(-1)[:old], tol)
 
 
 def _float64_bits_reinterpreted(m, step, comp, cpu):
@@ -458,11 +479,16 @@ ENTRIES = [
     Entry("write-to-overlapping-memory",
           "Writing into a tensor whose elements overlap in memory (expand, unfold with a step "
           "smaller than the size) is undefined in PyTorch; the result depends on the order in "
-          "which a kernel writes (and on neuron/narrow, on the float32 copy written back, which may "
-          "also raise where the CPU does not, or not raise where it does).",
+          "which a kernel writes.",
           "PyTorch docs, torch.Tensor.expand ('in-place operations ... may result in incorrect "
           "behavior')",
           _write_to_overlapping_memory, taints=True),
+    Entry("uninitialized-after-failed-resize",
+          "An op that resizes an argument it writes and then raises (on the CPU as on neuron) "
+          "leaves the added elements uninitialized; the elements the argument had before must "
+          "agree. Values computed from it are undefined too.",
+          "PyTorch docs, torch.Tensor.resize_ ('new elements are uninitialized')",
+          _uninitialized_after_failed_resize, taints=True),
     Entry("cpu-median-expanded-dim",
           "PyTorch's CPU median/nanmedian kernel misreads an input with a zero stride along the "
           "reduced dim (it returns garbage); neuron makes such an input dense first, as CUDA's "

@@ -9,6 +9,7 @@ Lanes: "cpu" (the reference) and "neuron". Programs that touch float64 run two n
 against the CPU and against "cpu/f32", the same program with float64 replaced by float32)."""
 
 import math
+import re
 import warnings
 
 import torch
@@ -39,6 +40,7 @@ class Mismatch:
         self.detail = detail
         self.explained_by = None
         self.values = None  # (cpu, neuron, cpu/f32 or None) of a value mismatch
+        self.path = None    # the value compared: "v3", or "v3[1]" inside a tuple
 
     @property
     def name(self):
@@ -65,6 +67,7 @@ class Lane:
         self.env = exec_globals(dev)
         self.codes = {}
         self.before = {}
+        self.shapes_before = {}  # the step's tensor arguments' shapes before it ran
 
     def code(self, step):
         text = step.render()
@@ -81,6 +84,18 @@ class Lane:
             # The arguments as they were before the step, for explained.py's check of a
             # narrowed step against the CPU (the step re-run on them in float32).
             self.before = {r: snapshot(self.env.get(r, _MISSING)) for r in step.refs}
+            if self.float64 == "narrow":  # and what shares memory with them
+                keys = set()
+                for r in step.refs:
+                    v = self.env.get(r)
+                    for t in (v if isinstance(v, (tuple, list)) else [v]):
+                        if isinstance(t, torch.Tensor) and storage_key(t) is not None:
+                            keys.add(storage_key(t))
+                for a in self.tensor_names():
+                    if a not in self.before and storage_key(self.env[a]) in keys:
+                        self.before[a] = snapshot(self.env[a])
+        self.shapes_before = {r: tuple(v.shape) for r in step.refs
+                              if isinstance(v := self.env.get(r), torch.Tensor)}
         if self.float64:
             torch_neuron.set_float64_mode(self.float64)
         for out in step.outs:
@@ -108,6 +123,21 @@ class Lane:
 
 
 _MISSING = object()
+
+
+def unchanged_by(step, lane, name, path):
+    """Whether the step only read `name` and left its neuron value (`path` inside it: "v3" or
+    "v3[1]") as it was. The neuron/narrow lane keeps the step's arguments as they were before
+    it; the other lanes do not, so this is False there."""
+    if name in step.outs or name in explained.written(step) or name not in lane.before:
+        return False
+    old, new = lane.before[name], lane.env.get(name)
+    for index in re.findall(r"\[(\d+)\]", (path or name)[len(name):]):
+        if not (isinstance(old, (tuple, list)) and isinstance(new, (tuple, list))):
+            return False
+        old, new = old[int(index)], new[int(index)]
+    return (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)
+            and old.shape == new.shape and same_bits(host_values(old), host_values(new)))
 
 
 def snapshot(v):
@@ -218,6 +248,7 @@ class Comparison:
         self.hits = []  # ids of explained differences met inside a comparison
         self.label = ""  # label of the step being compared (explained.equivalent_grad_fn)
         self.grad_fn_ok = {}
+        self.path = None  # the name (element path) of the last value compared
 
     def compare_value(self, name, c, n, a=_MISSING, device=None):
         """Returns (category, detail, values) of the first difference, or None. `device`: where
@@ -240,6 +271,7 @@ class Comparison:
                 if r:
                     return r
             return None
+        self.path = name
         if type(c) is not type(n):
             return "python", f"{name}: cpu {c!r} ({type(c).__name__}), neuron {n!r} ({type(n).__name__})", None
         if isinstance(c, float):
@@ -253,6 +285,7 @@ class Comparison:
         return "python", f"{name}: cpu {c!r}, neuron {n!r}", (c, n, None if a is _MISSING else a)
 
     def compare_tensor(self, name, c, n, a, device):
+        self.path = name
         if device is not None and n.device.type != device:
             return "device", f"{name}: result on {n.device}, expected a {device} tensor", None
         if c.dtype != n.dtype:
@@ -347,6 +380,11 @@ def run_program(program, stop_at_first=True, neuron_hook=None):
                if n in taint or n.split(".")[0].split("[")[0] in taint]
         if step is None and not hit:  # final state: a value whose difference was explained
             hit = [explained_names[comp.lane.name][n] for n in m.names if n in explained_names[comp.lane.name]]
+        if step is not None and not hit and m.category in ("value", "grad"):
+            # An argument the step only read, unchanged on neuron: its difference is the one
+            # explained when it was computed.
+            hit = [explained_names[comp.lane.name][n] for n in m.names
+                   if n in explained_names[comp.lane.name] and unchanged_by(step, comp.lane, n, m.path)]
         if hit:
             m.explained_by = hit[0]
         else:
@@ -426,6 +464,7 @@ def run_program(program, stop_at_first=True, neuron_hook=None):
                         category = "grad"
                     m = Mismatch(category, i, step, [name], lane.name, detail)
                     m.values = values
+                    m.path = comp.path
                     stop = report(m, comp, step) or stop
                     if stop:
                         break
@@ -463,6 +502,7 @@ def run_program(program, stop_at_first=True, neuron_hook=None):
                         category = "grad"
                     m = Mismatch(category, None, None, [name], lane.name, "final state: " + detail)
                     m.values = values
+                    m.path = comp.path
                     if report(m, comp, None):
                         break
     for comp in comparisons:

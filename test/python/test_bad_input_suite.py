@@ -27,17 +27,16 @@ Problems the suite found, and where they stand:
          TORCH_NEURON_FALLBACK/TORCH_NEURON_FLOAT64 values raise naming the variable), P9 (a
          forked child is told to use spawn), P10 COO (sparse tensors refused with one message),
          P11 (set_stream with a CPU stream), P2 for embedding (a CPU weight with neuron
-         indices raises).
+         indices raises), P4 (with float64 operands the dtype checks of mm, addmm, lerp,
+         scatter, index_add, index_put, masked_scatter, gather out= and layer_norm, and the
+         overlap check of in-place ops, were skipped because the float32 copies agreed: Note
+         [Float64 narrowing checks]), P6 (complex128 abs() fell back to the CPU but its
+         float64 result was narrowed), P12 (a CPU random op accepted a neuron generator; it
+         raises CUDA's "Expected a 'cpu' device type for generator").
   open   P2  convolutions accept a weight or bias on the CPU or another NeuronCore when the
              composite moves them before the device kernel (CUDA raises).
          P3  a 0-dim CPU tensor updated in place from a 0-dim neuron operand (typed path).
-         P4  with float64 operands the dtype checks (mm, addmm, lerp, scatter, index_add,
-             index_put, masked_scatter, gather out=, layer_norm) and the overlap check of
-             in-place ops are skipped, because the float32 copies agree.
-         P6  complex128 abs() falls back to the CPU but its float64 result is narrowed.
          P10 CSR/CSC tensors: a layout error instead of the sparse message.
-         P12 a CPU random op accepts a neuron generator (randn, uniform_, bernoulli); CUDA
-             raises "Expected a 'cpu' device type for generator".
 """
 
 import gc
@@ -79,15 +78,12 @@ def xfail(problem, detail=""):
 P1 = xfail("P1", "out-of-range index raises IndexError on neuron, RuntimeError on the CPU")
 P2 = xfail("P2", "a parameter on the CPU or another NeuronCore is accepted (CUDA raises)")
 P3 = xfail("P3", "out= / in-place on a CPU tensor is accepted (CUDA raises)")
-P4 = xfail("P4", "float64 operands skip the CPU's dtype/overlap check")
 P5 = xfail("P5", "float64 in-place result keeps stale bits where float32(old) == new")
-P6 = xfail("P6", "complex128 abs() rounded through float32")
 P7 = xfail("P7", "device index < -1 silently means the current device")
 P8 = xfail("P8", "unknown value of the variable silently ignored")
 P9 = xfail("P9", "succeeds in a child forked after init (CUDA raises)")
 P10 = xfail("P10", "sparse-to-neuron error does not say what is wrong")
 P11 = xfail("P11", "CPU stream reported as 'invalid device neuron:-1'")
-P12 = xfail("P12", "CPU random op accepts a neuron generator")
 
 
 # The harness ---------------------------------------------------------------------------------
@@ -845,24 +841,23 @@ DTYPE_CASES = [
     pytest.param(lambda d: F.conv2d(ar(d, 1, 1, 4, 4), ar(d, 1, 1, 3, 3, dtype=torch.float64)),
                  id="conv2d-float64"),
     pytest.param(lambda d: torch.mm(ar(d, 2, 2), ar(d, 2, 2, dtype=torch.float64)),
-                 id="mm-float32-float64", marks=P4),
+                 id="mm-float32-float64"),
     pytest.param(lambda d: torch.addmm(ar(d, 2, dtype=torch.float64), ar(d, 2, 2), ar(d, 2, 2)),
-                 id="addmm-float64-bias", marks=P4),
+                 id="addmm-float64-bias"),
     pytest.param(lambda d: torch.lerp(ar(d, 3), ar(d, 3, dtype=torch.float64), 0.5),
-                 id="lerp-float64", marks=P4),
+                 id="lerp-float64"),
     pytest.param(lambda d: ar(d, 3).scatter(0, L([0], d), ar(d, 1, dtype=torch.float64)),
-                 id="scatter-float64-src",
-                 marks=P4),
+                 id="scatter-float64-src"),
     pytest.param(lambda d: ar(d, 3).index_add(0, L([0], d), ar(d, 1, dtype=torch.float64)),
-                 id="index_add-float64-source", marks=P4),
+                 id="index_add-float64-source"),
     pytest.param(lambda d: ar(d, 3).index_put_((L([0], d),), ar(d, 1, dtype=torch.float64)),
-                 id="index_put-float64-values", marks=P4),
+                 id="index_put-float64-values"),
     pytest.param(lambda d: ar(d, 3).masked_scatter_(ar(d, 3) > 0, ar(d, 3, dtype=torch.float64)),
-                 id="masked_scatter-float64", marks=P4),
+                 id="masked_scatter-float64"),
     pytest.param(lambda d: torch.gather(ar(d, 3), 0, L([0], d), out=E(d, 1, dtype=torch.float64)),
-                 id="gather-out-float64", marks=P4),
+                 id="gather-out-float64"),
     pytest.param(lambda d: F.layer_norm(ar(d, 2, 3), (3,), ar(d, 3, dtype=torch.float64)),
-                 id="layer_norm-float64-weight", marks=P4),
+                 id="layer_norm-float64-weight"),
 ]
 
 
@@ -929,7 +924,7 @@ OVERLAP_CASES = [
     pytest.param(shifted(lambda x: x[1:].add_(x[:-1]), torch.int64), id="int64"),
     pytest.param(shifted(lambda x: x[1:].add_(x[:-1]), n=100000), id="large"),
     pytest.param(lambda d: (lambda x: (x.add_(x.t()), x)[1])(ar(d, 3, 3)), id="x.add_(x.t())"),
-    pytest.param(shifted(lambda x: x[1:].add_(x[:-1]), torch.float64), id="float64", marks=P4),
+    pytest.param(shifted(lambda x: x[1:].add_(x[:-1]), torch.float64), id="float64"),
     # Overlaps the CPU allows: full aliasing, and self-referencing updates.
     pytest.param(shifted(lambda x: torch.add(x, x, out=x)), id="out-is-input"),
     pytest.param(lambda d: (lambda x: (torch.mm(x, x, out=x), x)[1])(ar(d, 2, 2)),
@@ -1518,7 +1513,7 @@ COMPLEX = [
                                                  torch.tensor([1j], dtype=torch.complex128).to(d)),
                  id="c128-index_put_"),
     pytest.param(lambda d: torch.linalg.eigvals(c(C128, d)), id="c128-eigvals"),
-    pytest.param(lambda d: c(C128, d).abs(), id="c128-abs", marks=P6),
+    pytest.param(lambda d: c(C128, d).abs(), id="c128-abs"),
     pytest.param(lambda d: c(C64, d).to(torch.complex32) * 2, id="c32-mul"),
 ]
 
@@ -1538,10 +1533,10 @@ def test_cpu_generator_on_a_neuron_op_is_refused_clearly():
 
 
 @pytest.mark.parametrize("call", [
-    pytest.param(lambda g: torch.randn(3, generator=g), id="randn", marks=P12),
-    pytest.param(lambda g: torch.zeros(3).uniform_(generator=g), id="uniform_", marks=P12),
+    pytest.param(lambda g: torch.randn(3, generator=g), id="randn"),
+    pytest.param(lambda g: torch.zeros(3).uniform_(generator=g), id="uniform_"),
     pytest.param(lambda g: torch.bernoulli(torch.full((3,), 0.5), generator=g),
-                 id="bernoulli", marks=P12),
+                 id="bernoulli"),
     pytest.param(lambda g: torch.randperm(4, generator=g), id="randperm"),
     pytest.param(lambda g: torch.multinomial(torch.ones(3), 2, generator=g), id="multinomial"),
 ])

@@ -57,3 +57,78 @@ def test_results_are_still_float32_arithmetic():
     got = (x.to("neuron") * 3).cpu()
     assert got.dtype == torch.float64
     assert got.item() == (x.float() * 3).double().item()
+
+
+# Narrowed ops keep PyTorch's dtype rules (Note [Float64 narrowing checks]): result dtypes,
+# errors and overlap checks are those of the same op in float64 on the CPU.
+def f64(*values, device):
+    return torch.tensor(values, dtype=torch.float64, device=device)
+
+
+RESULT_DTYPES = {
+    # a 0-dim float64 tensor does not promote a float32 tensor
+    "float32 + 0-dim float64": lambda d: torch.ones(2, device=d) + f64(2.5, device=d)[0],
+    "complex(float64, float64)": lambda d: torch.complex(f64(1.5, 2, device=d), f64(3, 4, device=d)),
+    "float16 * float64": lambda d: torch.full((2,), 1.5, dtype=torch.float16, device=d) * f64(0.1, 3, device=d),
+    "int64 / float64": lambda d: torch.arange(1, 3, device=d) / f64(3, 7, device=d),
+    "nansum(float64, dtype=float32)": lambda d: torch.nansum(f64(0.1, 0.2, device=d), dtype=torch.float32),
+    "angle(float64 * 1j)": lambda d: (f64(0.5, -2, device=d) * 1j).angle(),
+    "polar(float64, float64)": lambda d: torch.polar(f64(1, 2, device=d), f64(0.3, 0.4, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_DTYPES))
+def test_narrowed_results_have_the_cpu_dtype(name):
+    cpu, neuron = RESULT_DTYPES[name]("cpu"), RESULT_DTYPES[name]("neuron")
+    assert neuron.dtype == cpu.dtype
+    assert neuron.device.type == "neuron"
+    torch.testing.assert_close(neuron.cpu(), cpu, rtol=1.3e-6, atol=1e-6)
+
+
+ERRORS = {
+    "mm(float64, float32)": lambda d: torch.mm(f64(1, 2, device=d).view(2, 1), torch.ones(1, 2, device=d)),
+    "complex(float64, float32)": lambda d: torch.complex(f64(1, 2, device=d), torch.ones(2, device=d)),
+    "lerp(float64, float32)": lambda d: torch.lerp(f64(1, 2, device=d), torch.ones(2, device=d), 0.5),
+    "add_ partly overlapping itself": lambda d: (lambda x: x[1:].add_(x[:-1]))(f64(1, 2, 3, device=d)),
+    "cat(out=an input)": lambda d: (lambda x: torch.cat([x, x], out=x))(f64(1, 2, device=d)),
+    "in-place on an expanded tensor": lambda d: f64(1, device=d).expand(3).mul_(f64(1, 2, 3, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_narrowed_ops_raise_where_the_cpu_raises(name):
+    with pytest.raises(RuntimeError) as cpu_error:
+        ERRORS[name]("cpu")
+    with pytest.raises(RuntimeError) as neuron_error:
+        ERRORS[name]("neuron")
+    assert str(neuron_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
+
+
+def test_mixed_float32_and_float64_that_pytorch_accepts_give_the_cpu_result():
+    a, b = torch.rand(4, dtype=torch.float64), torch.rand(4)
+    got = torch.add(a.to("neuron"), b.to("neuron"))
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got.cpu(), a + b)
+
+
+def test_float64_batch_norm_updates_its_running_statistics():
+    torch.manual_seed(0)
+    x = torch.randn(8, 3, dtype=torch.float64)
+    cpu = torch.nn.BatchNorm1d(3).double()
+    neuron = torch.nn.BatchNorm1d(3).double().to("neuron")
+    cpu(x)
+    neuron(x.to("neuron"))
+    torch.testing.assert_close(neuron.running_mean.cpu(), cpu.running_mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(neuron.running_var.cpu(), cpu.running_var, rtol=1e-5, atol=1e-6)
+    # Evaluation reads the statistics and leaves every bit of them alone.
+    before = neuron.running_mean.clone()
+    neuron.eval()(x.to("neuron"))
+    assert torch.equal(bits(neuron.running_mean), bits(before))
+
+
+def test_narrowed_results_of_strided_views_have_the_cpu_strides():
+    x = torch.rand(3, 2, dtype=torch.float64)
+    cpu = torch.relu(x.unfold(0, 1, 2))
+    neuron = torch.relu(x.to("neuron").unfold(0, 1, 2))
+    assert neuron.stride() == cpu.stride()
+    torch.testing.assert_close(neuron.cpu(), cpu, rtol=1.3e-6, atol=1e-7)

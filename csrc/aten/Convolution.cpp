@@ -20,10 +20,12 @@ void check_same_device(const char* op, const at::Tensor& input,
                        std::initializer_list<const at::Tensor*> others) {
   for (const at::Tensor* t : others) {
     if (t == nullptr || !t->defined()) continue;
-    TORCH_CHECK(t->device() == input.device(), op, ": expected all tensors to be on the same ",
-                "device, but the input is on ", input.device(), " and a ",
-                t->sizes().size() == 1 ? "bias" : "weight", " is on ", t->device(),
-                "; move the module to the input's device (module.to(\"", input.device(), "\"))");
+    // PyTorch's wording for mixed devices, which code (and CUDA users) look for.
+    TORCH_CHECK(t->device() == input.device(), "Expected all tensors to be on the same device, ",
+                "but found at least two devices, ", input.device(), " and ", t->device(), "! (",
+                op, ": the input is on ", input.device(), " and a ",
+                t->sizes().size() == 1 ? "bias" : "weight", " on ", t->device(),
+                "; move the module to the input's device: module.to(\"", input.device(), "\"))");
   }
 }
 

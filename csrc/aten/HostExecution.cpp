@@ -402,7 +402,14 @@ class HostRun {
   void write_back_narrowed(const Converted& c) {
     const at::Tensor& orig = original(c);
     if (c.view.sizes() != orig.sizes() || !info_.partial_write) {
-      if (c.view.sizes() != orig.sizes()) orig.resize_(c.view.sizes());
+      if (c.view.sizes() != orig.sizes()) {
+        // The kernel resized the out= argument, laying it out after its inputs (a transposed
+        // input gives a transposed result): the same layout for the float64 original.
+        orig.resize_(c.view.sizes());
+        if (c.view.is_non_overlapping_and_dense()) {
+          orig.as_strided_(c.view.sizes(), c.view.strides());
+        }
+      }
       host_view(orig).copy_(c.view);
       return;
     }
@@ -432,8 +439,11 @@ class HostRun {
         return wrap(original(c).storage(), t);
       }
     }
-    if (narrowed_any_ && dtype.has_value() && t.scalar_type() != *dtype) {
+    if (narrowed_any_ && dtype.has_value() &&
+        ((t.scalar_type() == at::kFloat && *dtype == at::kDouble) ||
+         (t.scalar_type() == at::kComplexFloat && *dtype == at::kComplexDouble))) {
       // Computed in float32 (complex64) for float64 inputs: hand back the dtype the op promises.
+      // (Only these: narrowing changes no other dtype, and a meta kernel can be wrong.)
       at::Tensor out = at::empty_strided(t.sizes(), t.strides(),
                                          t.options().dtype(*dtype).device(
                                              c10::Device(kNeuron, device_)));

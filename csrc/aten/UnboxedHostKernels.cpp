@@ -400,7 +400,12 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
     const UnboxedOpInfo& info = info_of<Op>();
     if (typed_path(info)) {
       UnboxedRun<kTensors, kOptionalTensors, kTensorLists == 1> run;
-      if (run.admit(first) && (run.admit(rest) && ...) && run.device() >= 0) {
+      // An in-place op writes `first`: a CPU tensor there (a 0-dim one, which admit() lets
+      // join as an operand) is refused by run_on_host, as CUDA refuses it.
+      bool writes_cpu_tensor = false;
+      if constexpr (in_place) writes_cpu_tensor = first.device().type() != kNeuron;
+      if (!writes_cpu_tensor && run.admit(first) && (run.admit(rest) && ...) &&
+          run.device() >= 0) {
         check_indices(info, first, rest...);
         const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
         if constexpr (in_place) {

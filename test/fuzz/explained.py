@@ -59,10 +59,10 @@ def _float_power_in_float32(step, cpu):
         return None
     if text.startswith("{0}.float_power("):
         text = "torch.float_power({0}, " + text[len("{0}.float_power("):]
-    if not text.startswith("torch.float_power(") or "out=" in text:
+    if not text.startswith("torch.float_power("):
         return None
 
-    def narrowed(a, b):
+    def narrowed(a, b, out=None):  # out=: the same value, written into out (broadcast shape)
         def cast(v):
             if isinstance(v, torch.Tensor):
                 return v.detach().to(torch.complex64 if v.is_complex() else torch.float32)
@@ -115,7 +115,8 @@ def _step_in_float32(m, step, comp, cpu):
 
 
 def _float_power_narrowed(m, step, comp, cpu):
-    if comp.lane.float64 != "narrow" or m.category != "value" or step is None or m.name not in step.outs:
+    if (comp.lane.float64 != "narrow" or m.category != "value" or step is None
+            or (m.name not in step.outs and m.name not in written(step))):
         return False
     ref = _float_power_in_float32(step, cpu)
     return isinstance(ref, torch.Tensor) and _close(ref, m.values[1], FLOAT32_TOL)

@@ -21,22 +21,26 @@ has a timeout and is killed if it overruns. No network: only pipes and the Unix 
 multiprocessing uses between local processes.
 
 Problems the suite found, and where they stand:
-  fixed  P1 (gather/scatter raise the CPU's RuntimeError), P3 (out= or in-place on a CPU tensor
-         beside neuron tensors raises, as CUDA does), P5 (float64 results of ops that write all
-         of their output are written back whole), P7 (device indices below -1 raise), P8 (bad
-         TORCH_NEURON_FALLBACK/TORCH_NEURON_FLOAT64 values raise naming the variable), P9 (a
-         forked child is told to use spawn), P10 COO (sparse tensors refused with one message),
-         P11 (set_stream with a CPU stream), P2 for embedding (a CPU weight with neuron
-         indices raises), P4 (with float64 operands the dtype checks of mm, addmm, lerp,
-         scatter, index_add, index_put, masked_scatter, gather out= and layer_norm, and the
-         overlap check of in-place ops, were skipped because the float32 copies agreed: Note
-         [Float64 narrowing checks]), P6 (complex128 abs() fell back to the CPU but its
-         float64 result was narrowed), P12 (a CPU random op accepted a neuron generator; it
-         raises CUDA's "Expected a 'cpu' device type for generator").
-  open   P2  convolutions accept a weight or bias on the CPU or another NeuronCore when the
-             composite moves them before the device kernel (CUDA raises).
-         P3  a 0-dim CPU tensor updated in place from a 0-dim neuron operand (typed path).
-         P10 CSR/CSC tensors: a layout error instead of the sparse message.
+  fixed  P1  gather/scatter raise the CPU's RuntimeError.
+         P2  a weight on the CPU or another NeuronCore raises PyTorch's mixed-device error
+             (embedding, convolutions).
+         P3  out= or in-place on a CPU tensor beside neuron tensors raises, as CUDA does (also
+             a 0-dim one on the typed path).
+         P4  with float64 operands the dtype checks (mm, addmm, lerp, scatter, index_add,
+             index_put, masked_scatter, gather out=, layer_norm) and the overlap check of
+             in-place ops were skipped, because the float32 copies agreed (Note [Float64
+             narrowing checks]).
+         P5  float64 results of ops that write all of their output are written back whole.
+         P6  complex128 abs() fell back to the CPU but its float64 result was narrowed.
+         P7  device indices below -1 raise.
+         P8  bad TORCH_NEURON_FALLBACK/TORCH_NEURON_FLOAT64 values raise naming the variable.
+         P9  a forked child is told to use spawn.
+         P10 COO: sparse tensors are refused with one message.
+         P11 set_stream with a CPU stream raises.
+         P12 a CPU random op given a neuron generator raises CUDA's "Expected a 'cpu' device
+             type for generator".
+  open   P10 CSR/CSC: moving one to neuron succeeds (the CPU's sparse-compressed kernel builds
+             it from dense neuron components); the sparse message comes at its first op.
 """
 
 import gc
@@ -76,13 +80,11 @@ def xfail(problem, detail=""):
 
 
 P1 = xfail("P1", "out-of-range index raises IndexError on neuron, RuntimeError on the CPU")
-P2 = xfail("P2", "a parameter on the CPU or another NeuronCore is accepted (CUDA raises)")
-P3 = xfail("P3", "out= / in-place on a CPU tensor is accepted (CUDA raises)")
 P5 = xfail("P5", "float64 in-place result keeps stale bits where float32(old) == new")
 P7 = xfail("P7", "device index < -1 silently means the current device")
 P8 = xfail("P8", "unknown value of the variable silently ignored")
 P9 = xfail("P9", "succeeds in a child forked after init (CUDA raises)")
-P10 = xfail("P10", "sparse-to-neuron error does not say what is wrong")
+P10 = xfail("P10", "a CSR/CSC tensor can be moved to neuron; its first op refuses it")
 P11 = xfail("P11", "CPU stream reported as 'invalid device neuron:-1'")
 
 
@@ -492,13 +494,12 @@ CROSS_CORE = [
     pytest.param(lambda: torch.tensor(1.0, device="neuron:0")
                  + torch.tensor(1.0, device="neuron:1"),
                  id="0dim+0dim"),
-    pytest.param(lambda: F.conv2d(n0(1, 1, 4, 4), n1(1, 1, 3, 3)), id="conv2d-weight", marks=P2),
-    pytest.param(lambda: F.conv2d(n0(1, 1, 4, 4), n0(1, 1, 3, 3), n1(1)), id="conv2d-bias",
-                 marks=P2),
+    pytest.param(lambda: F.conv2d(n0(1, 1, 4, 4), n1(1, 1, 3, 3)), id="conv2d-weight"),
+    pytest.param(lambda: F.conv2d(n0(1, 1, 4, 4), n0(1, 1, 3, 3), n1(1)), id="conv2d-bias"),
     pytest.param(lambda: F.conv_transpose2d(n0(1, 1, 4, 4), n1(1, 1, 3, 3)),
-                 id="conv_transpose2d-weight", marks=P2),
+                 id="conv_transpose2d-weight"),
     pytest.param(lambda: F.conv1d(n1(1, 1, 4), n0(1, 1, 3)),
-                 id="conv1d-input-on-neuron1", marks=P2),
+                 id="conv1d-input-on-neuron1"),
 ]
 
 
@@ -534,12 +535,11 @@ WITH_CPU = [
     pytest.param(lambda: torch.exp(n0(3), out=cpu(3)), id="exp-out-cpu"),
     pytest.param(lambda: torch.mm(n0(2, 2), n0(2, 2), out=cpu(2, 2)), id="mm-out-cpu"),
     pytest.param(lambda: torch.add(cpu(3), cpu(3), out=n0(3)), id="cpu-op-out-neuron"),
-    pytest.param(lambda: F.conv2d(n0(1, 1, 4, 4), cpu(1, 1, 3, 3)), id="conv2d-weight", marks=P2),
-    pytest.param(lambda: F.conv1d(n0(1, 1, 4), cpu(1, 1, 3)), id="conv1d-weight", marks=P2),
+    pytest.param(lambda: F.conv2d(n0(1, 1, 4, 4), cpu(1, 1, 3, 3)), id="conv2d-weight"),
+    pytest.param(lambda: F.conv1d(n0(1, 1, 4), cpu(1, 1, 3)), id="conv1d-weight"),
     pytest.param(lambda: F.conv2d(n0(1, 1, 4, 4), n0(1, 1, 3, 3), cpu(1)),
-                 id="conv2d-bias", marks=P2),
-    pytest.param(lambda: torch.nn.Conv2d(1, 1, 3)(n0(1, 1, 4, 4)), id="Conv2d-module-left-on-cpu",
-                 marks=P2),
+                 id="conv2d-bias"),
+    pytest.param(lambda: torch.nn.Conv2d(1, 1, 3)(n0(1, 1, 4, 4)), id="Conv2d-module-left-on-cpu",),
     pytest.param(lambda: torch.nn.Embedding(3, 2)(L([0, 2], "neuron")),
                  id="Embedding-module-left-on-cpu"),
     pytest.param(lambda: torch.add(n0(3), n0(3), out=torch.zeros(())),
@@ -552,7 +552,9 @@ WITH_CPU = [
     pytest.param(lambda: torch.index_select(n0(3), 0, L([0], "neuron"), out=cpu(1)),
                  id="index_select-out-cpu"),
     pytest.param(lambda: torch.zeros(()).add_(torch.tensor(1.0, device="neuron")),
-                 id="cpu-0dim.add_(neuron-0dim)", marks=P3),
+                 id="cpu-0dim.add_(neuron-0dim)"),
+    pytest.param(lambda: torch.ones(()).mul_(torch.tensor(2.0, device="neuron")),
+                 id="cpu-0dim.mul_(neuron-0dim)"),
 ]
 
 

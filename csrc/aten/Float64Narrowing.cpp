@@ -30,6 +30,7 @@
 #include <ATen/core/List.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
 
 #include <unordered_map>
 
@@ -99,6 +100,12 @@ class MetaArguments {
   std::unordered_map<const c10::TensorImpl*, at::Tensor> made_;
 };
 
+// The meta run is a check: its warnings (resized outputs, ...) would repeat the real run's.
+class DiscardWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
 }  // namespace
 
 NarrowingPlan plan_float64_narrowing(const c10::OperatorHandle& op,
@@ -118,6 +125,8 @@ NarrowingPlan plan_float64_narrowing(const c10::OperatorHandle& op,
   try {
     // Below autograd, as this kernel runs: the meta run records nothing.
     c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset);
+    DiscardWarnings discard;
+    c10::WarningUtils::WarningHandlerGuard quiet(&discard);
     op.callBoxed(&meta_stack);
   } catch (const std::exception&) {
     return plan;

@@ -37,13 +37,13 @@ def torch_neuron_cli(*args, env=None):
     return run([sys.executable, "-m", "torch_neuron", *args], cwd=ROOT, env=env or clean_env())
 
 
-@pytest.fixture(scope="module")
-def example_binary(tmp_path_factory):
-    """Configures and builds examples/cpp the way its CMakeLists.txt tells users to."""
+def build_with_find_package(source, tmp_path_factory):
+    """Configures and builds a CMake project the way examples/cpp/CMakeLists.txt tells users
+    to; returns its build directory."""
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not installed: the C++ example cannot be built")
-    build = tmp_path_factory.mktemp("cpp-example-build")
-    configure = ["cmake", "-S", str(EXAMPLE), "-B", str(build),
+    build = tmp_path_factory.mktemp(source.name + "-build")
+    configure = ["cmake", "-S", str(source), "-B", str(build),
                  f"-DCMAKE_PREFIX_PATH={torch_neuron_cli('cmake-prefix-path').strip()}"]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
@@ -51,7 +51,20 @@ def example_binary(tmp_path_factory):
         configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
     run(configure)
     run(["cmake", "--build", str(build)])
-    return build / "neuron_example"
+    return build
+
+
+@pytest.fixture(scope="module")
+def example_binary(tmp_path_factory):
+    return build_with_find_package(EXAMPLE, tmp_path_factory) / "neuron_example"
+
+
+def test_a_program_that_only_uses_libtorch_gets_the_neuron_device(tmp_path_factory):
+    # test/cpp_link links TorchNeuron::torch_neuron with --as-needed and calls no torch_neuron
+    # function: the library must stay linked so that "neuron" exists when main() runs.
+    binary = build_with_find_package(ROOT / "test" / "cpp_link", tmp_path_factory)
+    out = run([str(binary / "neuron_link_check")], env=clean_env())
+    assert "device: neuron:0" in out and "sum: 30" in out, out
 
 
 def test_cpp_example_matches_cpu(example_binary):

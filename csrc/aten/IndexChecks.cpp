@@ -71,8 +71,9 @@ void check_dim_index(const std::string& op, const at::Tensor& self, int64_t dim,
   const auto [min, max] = min_max(index);
   const int64_t bad = min < 0 ? min : max;
   if (min >= 0 && max < size) return;
-  // The exception type is the CPU's for the same call: gather and the scatters raise
-  // RuntimeError there, the index_* ops IndexError.
+  // The exception type the CPU usually raises: RuntimeError for gather and the scatters,
+  // IndexError for the index_* ops. run_on_host corrects it to what the CPU kernel raises for
+  // the call at hand (raise_cpu_argument_error in HostExecution.cpp).
   const bool runtime_error = op.rfind("gather", 0) == 0 || op.rfind("scatter", 0) == 0;
   const std::string message = c10::str(op, ": index ", bad, " is out of range for dimension ",
                                        dim, " of size ", size, " (valid indices are 0..",

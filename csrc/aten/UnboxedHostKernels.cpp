@@ -396,6 +396,16 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
     }
   }
 
+  static bool indices_in_range(const UnboxedOpInfo& info, const First& first,
+                               const Rest&... rest) {
+    try {
+      check_indices(info, first, rest...);
+      return true;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
+
   static Return call(c10::DispatchKeySet, First first, Rest... rest) {
     const UnboxedOpInfo& info = info_of<Op>();
     if (typed_path(info)) {
@@ -404,9 +414,9 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
       // join as an operand) is refused by run_on_host, as CUDA refuses it.
       bool writes_cpu_tensor = false;
       if constexpr (in_place) writes_cpu_tensor = first.device().type() != kNeuron;
+      // A bad index goes to run_on_host, which decides which error the call raises.
       if (!writes_cpu_tensor && run.admit(first) && (run.admit(rest) && ...) &&
-          run.device() >= 0) {
-        check_indices(info, first, rest...);
+          run.device() >= 0 && indices_in_range(info, first, rest...)) {
         const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
         if constexpr (in_place) {
           {

@@ -128,6 +128,8 @@ def _float64_narrowed(m, step, comp, cpu):
     the value of the same program with float64 replaced by float32 (for values whose computation
     went through float32: integers and booleans derived from narrowed float64, discontinuous
     functions of rounded values)."""
+    if comp.lane.float64 == "narrow" and m.category == "shape":
+        return _narrowed_shape(m, step, comp, cpu)
     if comp.lane.float64 != "narrow" or m.category not in ("value", "grad", "python") or not m.values:
         return False
     c, n, a = m.values
@@ -151,6 +153,19 @@ def _float64_narrowed(m, step, comp, cpu):
         return isinstance(a, float) and (a == n or math.isclose(a, n, rel_tol=1.3e-6, abs_tol=1e-5)
                                          or (math.isnan(a) and math.isnan(n)))
     return a is not None and a == n
+
+
+def _narrowed_shape(m, step, comp, cpu):
+    """A result whose shape depends on values (unique, nonzero, masked_select) of narrowed
+    float64 data: accepted when the step re-run on neuron's own arguments in float32 gives
+    neuron's result (two values float32 rounds to one, or overflows to inf, merge)."""
+    ref = _step_in_float32(m, step, comp, cpu)
+    n = _lookup(comp.lane.env, m.path or m.name)
+    if not (isinstance(ref, torch.Tensor) and isinstance(n, torch.Tensor)) or ref.shape != n.shape:
+        return False
+    n = n.detach().cpu()
+    tol = FLOAT32_TOL if n.dtype in (torch.float64, torch.complex128) else DTYPE_TOL.get(n.dtype, (0, 0))
+    return _close(ref.to(n.dtype), n, tol)
 
 
 def _shares_narrowed_float64(m, step, comp, cpu):
@@ -222,6 +237,16 @@ def written(step):
     return out
 
 
+def _dense(t):
+    """Whether t's elements fill its memory without gaps or overlap (in some dim order)."""
+    expected = 1
+    for size, stride in sorted((s, st) for s, st in zip(t.shape, t.stride()) if s != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _uninitialized_after_failed_resize(m, step, comp, cpu):
     """A step that raised on both devices after resizing an argument it writes (cat(out=x)
     with x among the inputs resizes x, then finds the overlap): the elements the resize added
@@ -235,10 +260,13 @@ def _uninitialized_after_failed_resize(m, step, comp, cpu):
     if base not in written(step) or old_shape is None or not isinstance(c, torch.Tensor):
         return False
     old = math.prod(old_shape)
-    if c.shape == old_shape or c.numel() <= old or not c.is_contiguous():
+    if (c.shape == old_shape or c.numel() <= old or c.stride() != n.stride()
+            or not _dense(c)):
         return False
+    # The elements kept are the first ones in memory (the result may be laid out permuted).
     tol = DTYPE_TOL.get(c.dtype, (0, 0))
-    return _close(c.reshape(-1)[:old], n.reshape(-1)[:old], tol)
+    first = lambda t: t.as_strided((old,), (1,), t.storage_offset())  # noqa: E731
+    return _close(first(c), first(n), tol)
 
 
 def _float64_bits_reinterpreted(m, step, comp, cpu):
@@ -455,8 +483,9 @@ ENTRIES = [
           "(float32's range included: overflow to inf, flush to 0), the CPU's float64 value, "
           "or the value of the same program run with float64 replaced by float32, or the step "
           "re-run on the CPU on neuron's own arguments with float64 cast to float32 (for "
-          "integers and booleans derived from narrowed values). Dtypes, shapes, strides and "
-          "exceptions are compared as usual; the neuron/exact lane compares float64 exactly.",
+          "integers and booleans derived from narrowed values, and shapes that depend on "
+          "values, such as unique's). Dtypes, strides and exceptions are compared as usual; "
+          "the neuron/exact lane compares float64 exactly.",
           "README.md 'Dtypes'; docs/design.md 'Ops' (Dtypes); csrc/aten/DtypePolicy.h",
           _float64_narrowed, taints=False),
     Entry("float64-narrowed-float-power",

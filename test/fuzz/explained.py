@@ -99,17 +99,41 @@ def _lookup(env, name):
     return v
 
 
+def _narrow_sharing(tensors):
+    """_narrow for tensors that share memory (name -> tensor): float64 tensors over one storage
+    become float32 tensors over one float32 copy of it, so that a step writing one of them
+    changes the others, as it does on neuron. Storages that other dtypes share are left out."""
+    groups = {}
+    for name, t in tensors.items():
+        groups.setdefault(t.untyped_storage().data_ptr(), []).append(name)
+    out = {}
+    for names in groups.values():
+        if len(names) < 2 or any(tensors[n].dtype != torch.float64 for n in names):
+            continue
+        storage = tensors[names[0]].untyped_storage()
+        flat = torch.empty(0, dtype=torch.float64).set_(storage, 0, (storage.nbytes() // 8,), (1,))
+        narrowed = flat.float().untyped_storage()
+        for n in names:
+            t = tensors[n]
+            out[n] = torch.empty(0, dtype=torch.float32).set_(narrowed, t.storage_offset(), t.shape, t.stride())
+    return out
+
+
 def _step_in_float32(m, step, comp, cpu):
     """The step run on the CPU on the neuron lane's own arguments (as they were before it) with
     float64 narrowed to float32, as the policy computes it; None if that cannot be done."""
     if step is None or step.kind == "grad" or not comp.lane.before:
         return None
     base = re.match(r"\w+", m.name).group(0)
-    if base not in step.outs and base not in written(step):
+    shares_written = base in getattr(comp.lane, "before_shared", {}) and any(
+        w in comp.lane.before_shared and comp.lane.before_shared[w].untyped_storage().data_ptr()
+        == comp.lane.before_shared[base].untyped_storage().data_ptr() for w in written(step))
+    if base not in step.outs and base not in written(step) and not shares_written:
         return None  # an argument the step only read: its difference is older than the step
     from .program import exec_globals
     env = exec_globals("cpu")
     env.update({r: _narrow(v) for r, v in comp.lane.before.items()})
+    env.update(_narrow_sharing(getattr(comp.lane, "before_shared", {})))
     exec(compile(step.render(), "<narrowed>", "exec"), env)
     return _lookup(env, m.path or m.name)
 
@@ -240,7 +264,7 @@ def written(step):
 def _dense(t):
     """Whether t's elements fill its memory without gaps or overlap (in some dim order)."""
     expected = 1
-    for size, stride in sorted((s, st) for s, st in zip(t.shape, t.stride()) if s != 1):
+    for stride, size in sorted((st, s) for s, st in zip(t.shape, t.stride()) if s != 1):
         if stride != expected:
             return False
         expected *= size

@@ -68,6 +68,7 @@ class Lane:
         self.codes = {}
         self.before = {}
         self.shapes_before = {}  # the step's tensor arguments' shapes before it ran
+        self.before_shared = {}  # the plain tensors of `before`, sharing memory as they did
 
     def code(self, step):
         text = step.render()
@@ -94,6 +95,10 @@ class Lane:
                 for a in self.tensor_names():
                     if a not in self.before and storage_key(self.env[a]) in keys:
                         self.before[a] = snapshot(self.env[a])
+                # One copy per storage of the plain tensors among them, so that the step can be
+                # re-run on them with their aliasing (explained._step_in_float32).
+                self.before_shared = snapshot_sharing(
+                    {n: self.env[n] for n in self.before if isinstance(self.env.get(n), torch.Tensor)})
         self.shapes_before = {r: tuple(v.shape) for r in step.refs
                               if isinstance(v := self.env.get(r), torch.Tensor)}
         if self.float64:
@@ -138,6 +143,20 @@ def unchanged_by(step, lane, name, path):
         old, new = old[int(index)], new[int(index)]
     return (isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor)
             and old.shape == new.shape and same_bits(host_values(old), host_values(new)))
+
+
+def snapshot_sharing(tensors):
+    """CPU copies of `tensors` (name -> tensor) that share memory as the originals do: one copy
+    per storage. Tensors with conj/neg bits are left out."""
+    copies, out = {}, {}
+    for name, t in tensors.items():
+        if t.is_conj() or t.is_neg() or storage_key(t) is None:
+            continue
+        storage = copies.get(storage_key(t))
+        if storage is None:
+            storage = copies[storage_key(t)] = t.untyped_storage().cpu().clone()
+        out[name] = torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.shape, t.stride())
+    return out
 
 
 def snapshot(v):

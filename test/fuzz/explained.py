@@ -213,9 +213,21 @@ def _shares_narrowed_float64(m, step, comp, cpu):
             return False
         na = na.detach().cpu()
         rounded = ca.to(torch.complex64 if ca.is_complex() else torch.float32).to(ca.dtype)
-        if not (_close(ca, na, FLOAT32_TOL) or _close(rounded, na, FLOAT32_TOL)):
+        if _close(ca, na, FLOAT32_TOL) or _close(rounded, na, FLOAT32_TOL):
+            continue
+        # or it is what the step computes in float32 from neuron's own arguments (float32
+        # flushes values like 1e-300, which float32 bits seen as float64 often are)
+        ref = _step_in_float32(_Named(a), step, comp, cpu)
+        if not (isinstance(ref, torch.Tensor) and _close(ref.to(ca.dtype), na, FLOAT32_TOL)):
             return False
     return True
+
+
+class _Named:
+    """A stand-in for a Mismatch when an entry checks another value than the mismatching one."""
+
+    def __init__(self, name):
+        self.name = self.path = name
 
 
 def _write_to_overlapping_memory(m, step, comp, cpu):
@@ -311,18 +323,20 @@ def _float64_bits_reinterpreted(m, step, comp, cpu):
 def _median_of_expanded(m, step, comp, cpu):
     """median/nanmedian with dim on an input with a zero stride along that dim: neuron makes the
     input dense first, as CUDA does; accepted when neuron's result is the CPU's result on a dense
-    copy of the input."""
+    copy of the input (on the neuron/narrow lane, of neuron's input, computed in float32)."""
     if step is None or step.params.get("op") not in ("median", "nanmedian") or m.category != "value":
         return False
     x = cpu.env.get(step.refs[0])
     dim = step.params.get("dim")
     if not isinstance(x, torch.Tensor) or dim is None or x.dim() == 0 or x.stride(dim) != 0:
         return False
+    if comp.lane.float64 == "narrow":  # its input holds float32 values: neuron's own input
+        x = comp.lane.env.get(step.refs[0]).detach().cpu()
     fn = getattr(torch, step.params["op"])
     dense = fn(x.detach().contiguous(), dim, keepdim=step.params.get("keepdim", False))
     got = [comp.lane.env.get(o) for o in step.outs]
-    return len(got) == 2 and all(isinstance(g, torch.Tensor) and torch.equal(g.detach().cpu(), d)
-                                 for g, d in zip(got, dense))
+    return len(got) == 2 and all(isinstance(g, torch.Tensor) and _close(d, g.detach().cpu(), (0, 0))
+                                 for g, d in zip(got, dense))  # exactly, NaN medians included
 
 
 def _integer_histc(m, step, comp, cpu):
@@ -347,12 +361,17 @@ def _one_hot_range_check(m, step, comp, cpu):
     range itself only on the CPU; for CUDA, MPS and PrivateUse1 devices it skips the check (it
     would synchronize) and relies on scatter_'s index check. So the CPU raises RuntimeError
     ("Class values must be non-negative." / "... smaller than num_classes.") and neuron raises
-    scatter_'s IndexError. Both must raise."""
+    scatter_'s IndexError, or, with num_classes=-1 and a huge value, OutOfMemoryError for the
+    max + 1 classes. Both must raise."""
     if step is None or step.params.get("op") != "one_hot" or m.category != "exception":
         return False
     cpu_error, neuron_error, _ = m.values
-    return (isinstance(cpu_error, RuntimeError) and "Class values must be" in str(cpu_error)
-            and isinstance(neuron_error, IndexError) and "out of range" in str(neuron_error))
+    if not (isinstance(cpu_error, RuntimeError) and "Class values must be" in str(cpu_error)):
+        return False
+    # num_classes=-1 is max + 1 without the range check: a huge value asks for more memory
+    # than the device has (CUDA raises its OutOfMemoryError the same way).
+    return ((isinstance(neuron_error, IndexError) and "out of range" in str(neuron_error))
+            or isinstance(neuron_error, torch.OutOfMemoryError))
 
 
 # ops whose arguments the CPU lane keeps a copy of before the step (for the checks below)
@@ -396,6 +415,14 @@ def _cpu_ldexp_kernel(m, step, comp, cpu):
     CPU."""
     if step is None or step.params.get("op") not in ("ldexp", "ldexp_") or step.kind != "op":
         return False
+    if m.category == "exception" and step.label == "ldexp.scalar_first":
+        # ldexp(CPU 0-dim tensor, device tensor): PyTorch picks the int-exponent kernel by
+        # self's device (ldexp_stub.is_device_supported(self.device().type()), BinaryOps.cpp),
+        # so a CPU self takes the CPU kernel, whose TensorIterator refuses the device exponent
+        # (with a CUDA exponent too); with both on the CPU it runs.
+        cpu_error, neuron_error, _ = m.values
+        return (cpu_error is None and isinstance(neuron_error, RuntimeError)
+                and "Expected all tensors to be on the same device" in str(neuron_error))
     if m.category == "exception":
         cpu_error, neuron_error, _ = m.values
         if not (isinstance(cpu_error, NotImplementedError) and "ldexp" in str(cpu_error) and neuron_error is None):
@@ -527,7 +554,8 @@ ENTRIES = [
     Entry("float64-narrowed-shared-memory",
           "A tensor of another dtype that shares memory with float64 data written by a "
           "narrowed op sees the float32 rounding in its bits; accepted when the float64 "
-          "tensors sharing that memory match the CPU at float32 precision.",
+          "tensors sharing that memory match the CPU at float32 precision, or the step re-run "
+          "in float32 on neuron's own arguments.",
           "README.md 'Dtypes'",
           _shares_narrowed_float64, taints=True),
     Entry("write-to-overlapping-memory",
@@ -559,16 +587,20 @@ ENTRIES = [
     Entry("one-hot-accelerator-range-check",
           "PyTorch's one_hot checks class values against [0, num_classes) only for CPU tensors; "
           "for CUDA, MPS and PrivateUse1 (neuron) it leaves the check to scatter_, which raises "
-          "IndexError where the CPU raises RuntimeError. Both must raise.",
+          "IndexError where the CPU raises RuntimeError (or, with num_classes=-1 and a huge "
+          "value, OutOfMemoryError for max + 1 classes). Both must raise.",
           "PyTorch aten/src/ATen/native/Onehot.cpp (device check includes kPrivateUse1)",
           _one_hot_range_check, taints=True),
     Entry("cpu-ldexp-kernel",
           "torch.ldexp runs a CPU-only kernel on CPU tensors that wraps integer exponents "
           "outside the int32 range to 32 bits and refuses bool exponents; on other devices "
           "PyTorch computes self * 2.0 ** other (neuron's result, and its strides, must be "
-          "those of that product).",
+          "those of that product). PyTorch picks the kernel by self's device, so a CPU 0-dim "
+          "self with a neuron exponent takes the CPU kernel, which refuses the device tensor "
+          "(as with a CUDA exponent) where two CPU tensors run.",
           "PyTorch CPU kernel behaviour (ldexp(x, 2**39 + 1) == 2 * x on the CPU; "
-          "NotImplementedError \"ldexp_cpu_exp\" for Bool)",
+          "NotImplementedError \"ldexp_cpu_exp\" for Bool); aten/src/ATen/native/BinaryOps.cpp "
+          "ldexp_out (ldexp_stub.is_device_supported(self.device().type()))",
           _cpu_ldexp_kernel, taints=True),
     Entry("out-of-memory-error-type",
           "An allocation beyond the device's memory raises torch.OutOfMemoryError on neuron "

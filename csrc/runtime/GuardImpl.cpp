@@ -72,6 +72,21 @@ c10::Stream NeuronGuardImpl::exchangeStream(c10::Stream stream) const {
 
 c10::DeviceIndex NeuronGuardImpl::deviceCount() const noexcept { return device_count_or_zero(); }
 
+// torch.accelerator.get_device_capability: the dtypes neuron tensors can have and be converted
+// between. Every dense dtype can (float64 and complex are computed as DtypePolicy.h says);
+// quantized tensors are refused (aten/Unsupported.cpp).
+c10::DeviceCapability NeuronGuardImpl::getDeviceCapability(c10::Device device) const {
+  check_device_index(resolve_device(device.index()));
+  c10::DeviceCapability capability;
+  auto& types = capability.capability_data.supported_scalar_types;
+  types.has_QInt8 = 0;
+  types.has_QUInt8 = 0;
+  types.has_QInt32 = 0;
+  types.has_QUInt4x2 = 0;
+  types.has_QUInt2x4 = 0;
+  return capability;
+}
+
 void NeuronGuardImpl::destroyEvent(void* event, const c10::DeviceIndex) const noexcept {
   delete static_cast<NeuronEvent*>(event);
 }

@@ -23,6 +23,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device device, int priority) const override;
   c10::Stream exchangeStream(c10::Stream stream) const override;
   c10::DeviceIndex deviceCount() const noexcept override;
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override;
 
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override;
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,

@@ -182,6 +182,36 @@ def test_device_properties(index):
         assert props.name == torch.neuron.get_device_name(index)
 
 
+def test_device_capability_is_the_neuroncore_version():
+    assert torch.neuron.get_device_capability() == (3, 0)  # NeuronCore-v3 on trn2.3xlarge
+    assert torch.neuron.get_device_capability("neuron:2") == (3, 0)
+
+
+QUANTIZED = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+
+
+def test_accelerator_capability_lists_the_dtypes_neuron_tensors_can_have():
+    # torch.accelerator's contract: tensors of these dtypes can be allocated, and converted
+    # between them (where PyTorch converts them at all, which it checks on the CPU here).
+    dtypes = torch.accelerator.get_device_capability("neuron:1")["supported_dtypes"]
+    assert not dtypes & QUANTIZED  # refused (Unsupported.cpp)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64,
+                  torch.bool, torch.complex64, torch.float8_e4m3fn, torch.uint8):
+        assert dtype in dtypes
+    source = torch.arange(-3, 5, dtype=torch.float32) / 2
+    for dtype in dtypes:
+        assert torch.empty(3, dtype=dtype, device="neuron:1").dtype == dtype
+        try:
+            want = source.to(dtype)
+        except (RuntimeError, TypeError):  # no conversion for bit types, not even on the CPU
+            continue
+        got = source.to("neuron:1").to(dtype)
+        assert got.dtype == dtype and torch.equal(got.cpu().view(torch.uint8),
+                                                  want.view(torch.uint8)), dtype
+    with pytest.raises(RuntimeError, match="valid devices are neuron:0..neuron:3"):
+        torch.accelerator.get_device_capability("neuron:7")
+
+
 def test_device_properties_of_current_device():
     with torch.neuron.device(2):
         assert torch.neuron.get_device_properties().index == 2
@@ -278,7 +308,8 @@ def test_module_to_neuron_keeps_parameter_objects():
     "synchronize", "simulated_time_ns", "memory_allocated", "max_memory_allocated",
     "memory_reserved", "max_memory_reserved", "memory_stats", "mem_get_info", "memory_summary",
     "reset_peak_memory_stats", "reset_accumulated_memory_stats", "get_device_properties",
-    "get_device_name", "current_stream", "default_stream", "get_rng_state",
+    "get_device_name", "get_device_capability", "current_stream", "default_stream",
+    "get_rng_state",
     "get_per_process_memory_fraction"])
 @pytest.mark.parametrize("index", [4, 128, 200, -2, "neuron:9"])
 def test_device_apis_refuse_an_invalid_device(api, index):

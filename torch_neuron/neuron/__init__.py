@@ -7,6 +7,7 @@ from torch_neuron.neuron.device import (
     device_count,
     device_of,
     get_amp_supported_dtype,
+    get_device_capability,
     get_device_name,
     get_device_properties,
     init,

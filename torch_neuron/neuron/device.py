@@ -171,6 +171,14 @@ def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
     )
 
 
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """The NeuronCore version as (major, minor), as torch.cuda.get_device_capability gives the
+    compute capability: (2, 0) for NeuronCore-v2 (Trainium1), (3, 0) for NeuronCore-v3
+    (Trainium2). The dtypes a device supports: torch.accelerator.get_device_capability()."""
+    version = _C._device_info(_index(device))["core_version"]  # "NeuronCore-v3"
+    return int(version.rsplit("-v", 1)[1]), 0
+
+
 def get_device_name(device: Any = None) -> str:
     return get_device_properties(device).name
 

@@ -247,10 +247,12 @@ def op_rows(records: list[dict]) -> list[dict]:
 def op_table(records: list[dict], top: int) -> list[str]:
     """The op table: the `top` ops by time, with their share of all these records' time."""
     total = sum(r["duration_ns"] for r in records) or 1.0
-    lines = [f"{'op':<40}{'calls':>7}{'time (us)':>12}{'%':>7}{'TFLOP/s':>10}{'GB/s':>9}"]
-    for row in op_rows(records)[:top]:
+    rows = op_rows(records)[:top]
+    width = max([40] + [len(row["name"]) + 2 for row in rows])  # whole names, never cut
+    lines = [f"{'op':<{width}}{'calls':>7}{'time (us)':>12}{'%':>7}{'TFLOP/s':>10}{'GB/s':>9}"]
+    for row in rows:
         t = row["time_ns"]
-        lines.append(f"{row['name'][:39]:<40}{row['calls']:>7}{t / 1e3:>12.1f}"
+        lines.append(f"{row['name']:<{width}}{row['calls']:>7}{t / 1e3:>12.1f}"
                      f"{100 * t / total:>7.1f}{row['flops'] / t / 1e3 if t else 0:>10.2f}"
                      f"{row['bytes'] / t if t else 0:>9.1f}")
     return lines

@@ -44,6 +44,18 @@ def test_readme_main_job_runs(tmp_path):
     assert trace.stat().st_size > 0
 
 
+def test_readme_report_is_what_a_run_prints():
+    """The README's report of examples/train.py is deterministic simulation output: it must be
+    what a run prints now, so that it cannot go stale."""
+    text = (ROOT / "README.md").read_text()
+    shown = re.search(r"A real report \(`python -m torch_neuron run examples/train.py`.*?```\n(.*?)```",
+                      text, re.S).group(1)
+    out = run(["-m", "torch_neuron", "run", str(ROOT / "examples" / "train.py")])
+    report = out[out.index("Simulated "):]
+    report = report[:report.index("CPU fallback ops:")] + report[report.index("CPU fallback ops:"):].splitlines()[0] + "\n"
+    assert report == shown
+
+
 TORCHRUN_BLOCKS = re.findall(r"```python torchrun\n(.*?)```", (ROOT / "README.md").read_text(),
                              re.S)
 

@@ -13,6 +13,7 @@
 
 #include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
+#include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
 #include "profiler/SimulationOverhead.h"
 #include "runtime/DeviceAllocator.h"
@@ -95,6 +96,11 @@ PYBIND11_MODULE(_C, m) {
   using torch::wrap_pybind_function;  // turns c10 errors into the matching Python exceptions
   m.doc() = "torch_neuron native bindings (internal; use torch.neuron and torch_neuron)";
 
+  // The policy table's class of an op ("aten::linalg_inv_ex" -> "fallback"), for reports that
+  // tell fallbacks by design from fallbacks that are gaps.
+  m.def("_op_class", wrap_pybind_function([](const std::string& name) {
+          return std::string(op_class_name(classify_op(name)));
+        }));
   m.def("_device_count", wrap_pybind_function([] { return int(visible_device_count()); }));
   m.def("_current_device", wrap_pybind_function([] { return int(current_device()); }));
   m.def("_set_device", wrap_pybind_function([](int index) { set_current_device(index); }));

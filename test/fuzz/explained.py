@@ -649,6 +649,30 @@ ENTRIES = [
 BY_ID = {e.id: e for e in ENTRIES}
 
 
+def silent_taints(step, cpu, lane, cpu_error, lane_error):
+    """Names whose later values an entry explains although the step's own values agree, with
+    that entry's id:
+    - an argument a step resized and then raised on both devices holds uninitialized elements
+      (uninitialized-after-failed-resize), also where they happen to agree now;
+    - float_power with an integer exponent float32 cannot hold (beyond 2**24) on the narrow
+      lane: the result may agree (inf or 0 on both) while its gradient, which uses the rounded
+      exponent, does not (float64-narrowed-float-power)."""
+    out = {}
+    if cpu_error is not None and lane_error is not None:
+        for r in written(step):
+            old, new = cpu.shapes_before.get(r), cpu.env.get(r)
+            if old is not None and isinstance(new, torch.Tensor) and new.numel() > math.prod(old):
+                out[r] = "uninitialized-after-failed-resize"
+    if lane.float64 == "narrow" and step.params.get("op") == "float_power" and cpu_error is None:
+        for r in step.refs:
+            t = cpu.env.get(r)
+            if (isinstance(t, torch.Tensor) and not t.dtype.is_floating_point and not t.is_complex()
+                    and t.dtype != torch.bool and t.numel()
+                    and t.double().abs().max().item() > 2 ** 24):
+                out.update({n: "float64-narrowed-float-power" for n in list(step.outs) + list(written(step))})
+    return out
+
+
 def classify(mismatch, step, comparison, cpu_lane):
     """The entry that explains `mismatch`, or None."""
     for entry in ENTRIES:

@@ -459,15 +459,10 @@ def run_program(program, stop_at_first=True, neuron_hook=None):
                         taint.setdefault(n + ".grad", source)
             n_error = lane.run(step)
             comp.label = step.label
-            if cpu_error is not None and n_error is not None:
-                # An argument the failed step resized holds uninitialized elements from now on,
-                # also when they happen to agree now (explained.py, that entry).
-                for r in explained.written(step):
-                    old, new = cpu.shapes_before.get(r), cpu.env.get(r)
-                    if (old is not None and isinstance(new, torch.Tensor)
-                            and new.numel() > math.prod(old)):
-                        for n in {r} | aliases(cpu, r):
-                            taint[n] = "uninitialized-after-failed-resize"
+            # Values an explained difference makes unreliable although they agree now.
+            for n, entry_id in explained.silent_taints(step, cpu, lane, cpu_error, n_error).items():
+                for a in {n} | aliases(cpu, n):
+                    taint[a] = entry_id
             if neuron_hook is not None:
                 neuron_hook(step, lane.env)
             if (cpu_error is None) != (n_error is None) or (

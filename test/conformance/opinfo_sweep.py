@@ -16,6 +16,7 @@ reported as "fallback", except when every op that fell back is one the policy ta
     python test/conformance/opinfo_sweep.py --ops add mm --dtypes float32
     python test/conformance/opinfo_sweep.py --smoke              # the CI slice
     python test/conformance/opinfo_sweep.py --check              # full sweep vs expected list
+    python test/conformance/opinfo_sweep.py --markdown --report test/conformance/opinfo_report.json
 
 Writes a JSON report (per op and dtype: status and first error) and prints a summary line.
 """
@@ -235,6 +236,18 @@ def summarize(report, dtype="float32"):
     }
 
 
+def markdown_table(summaries):
+    """The README's conformance table: every figure is a count of OpInfos, with its share of the
+    dtype's OpInfos (those with a sample the CPU runs)."""
+    pct = lambda k, s: f"{s[k]} ({s[k] / max(s['ops'], 1):.1%})"  # noqa: E731
+    lines = ["| dtype | OpInfos | match the CPU, no CPU fallback | match, CPU fallback by policy "
+             "| match, other CPU fallback | fail |", "|---|---|---|---|---|---|"]
+    for s in (summaries[d] for d in DTYPES if d in summaries):
+        lines.append(f"| {s['dtype']} | {s['ops']} | {pct('pass', s)} | {pct('policy_fallback', s)} "
+                     f"| {pct('fallback', s)} | {pct('fail', s)} |")
+    return "\n".join(lines)
+
+
 EXPECTED_FAILURES = __import__("pathlib").Path(__file__).with_name("expected_failures.json")
 
 
@@ -276,9 +289,15 @@ def main(argv=None):
     parser.add_argument("--dtypes", nargs="*", default=list(DTYPES), choices=list(DTYPES))
     parser.add_argument("--smoke", action="store_true", help="only the CI slice")
     parser.add_argument("--report", default="opinfo_report.json")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the README's table of an existing --report and exit")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if results differ from expected_failures.json")
     args = parser.parse_args(argv)
+    if args.markdown:
+        with open(args.report) as f:
+            print(markdown_table(json.load(f)["summary"]))
+        return
     ops = select_ops(args.ops, args.smoke)
     report = sweep(ops, args.dtypes)
     summaries = {d: summarize(report, d) for d in args.dtypes}

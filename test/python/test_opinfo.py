@@ -68,3 +68,11 @@ def test_each_device_gets_its_own_copy_of_the_inputs():
     opinfo_sweep.run_sample(op, sample, opinfo_sweep.fresh_cpu_copy)
     assert torch.equal(sample.input, original)  # the CPU run changed only its copy
 
+
+
+def test_readme_table_is_the_committed_report():
+    import json
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    report = json.loads((root / "test" / "conformance" / "opinfo_report.json").read_text())
+    assert opinfo_sweep.markdown_table(report["summary"]) in (root / "README.md").read_text()

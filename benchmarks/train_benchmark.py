@@ -45,7 +45,10 @@ def transformer_workload():
 class Trainer:
     def __init__(self, model, batch, device):
         self.model = copy.deepcopy(model).to(device)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        # foreach=True on both devices: PyTorch's default picks the multi-tensor (foreach) path
+        # for accelerators and a per-parameter loop on the CPU, which would compare different
+        # optimizer code, not the backend.
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, foreach=True)
         self.x, self.y = (t.to(device) for t in batch)
 
     def step(self):

@@ -1,0 +1,30 @@
+"""The benchmark scripts run as documented, in their bounded sizes (their numbers are measured
+by hand, side by side in one process; tests assert no timings)."""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def run(script, *args):
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_op_benchmark_quick_prints_every_row():
+    out = run("op_benchmark.py", "--quick")
+    for row in ("matmul", "conv2d", "softmax 1 MiB, new output", "softmax 1 MiB, out=",
+                "layer_norm 1 MiB, new output", "add 1 MiB, out=", "add, 1 element",
+                "copy 1 MiB", "simulation per op"):
+        assert row in out, out
+    assert len(re.findall(r"ratio +\d+\.\d+", out)) == 9, out
+
+
+def test_train_benchmark_quick_compares_both_devices():
+    out = run("train_benchmark.py", "--quick")
+    assert out.count("simulated Trainium step") == 2 and "worst ratio" in out, out

@@ -1,0 +1,61 @@
+"""torch.autograd.profiler.profile(use_device="neuron"): PyTorch's profiler times each op's
+device work through neuron's profiler stubs (Note [torch.profiler on neuron]), so its device
+columns are simulated Trainium time, its host times are sane, and it costs what the CPU
+profiler costs."""
+
+import pytest
+import torch
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                               torch.nn.Linear(256, 10)).to("neuron")
+
+
+def profile_forwards(model, x, n=20):
+    with torch.autograd.profiler.profile(use_device="neuron") as prof:
+        for _ in range(n):
+            model(x)
+    return prof
+
+
+def test_device_time_is_the_simulated_time_of_each_op():
+    model, x = mlp(), torch.randn(32, 64, device="neuron")
+    model(x)
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start.record()
+    prof = profile_forwards(model, x)
+    end.record()
+    simulated_us = start.elapsed_time(end) * 1e3
+    averages = {e.key: e for e in prof.key_averages()}
+    addmm = averages["aten::addmm"]
+    assert addmm.count == 40
+    assert addmm.self_device_time_total > 0
+    # The ops' self device times add up to the simulated time of the whole loop. PyTorch
+    # reports whole microseconds per op event, so each event may lose up to 1 us.
+    self_total = sum(e.self_device_time_total for e in prof.key_averages())
+    assert self_total <= simulated_us + 1e-6
+    assert self_total >= simulated_us - len(prof.function_events)
+
+
+def test_host_times_are_sane_and_the_device_stays_usable():
+    model, x = mlp(), torch.randn(32, 64, device="neuron")
+    prof = profile_forwards(model, x)
+    for event in prof.function_events:
+        assert event.cpu_time_total >= 0, event
+        assert event.time_range.end >= event.time_range.start, event
+    assert "NEURON" in prof.key_averages().table(row_limit=3)
+    assert torch.equal((torch.ones(2, device="neuron") * 2).cpu(), torch.full((2,), 2.0))
+
+
+def test_matmul_device_time_matches_the_cost_model():
+    a = torch.randn(1024, 1024, device="neuron")
+    torch.mm(a, a)  # warm up
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    with torch.autograd.profiler.profile(use_device="neuron") as prof:
+        start.record()
+        torch.mm(a, a)
+        end.record()
+    mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
+    assert mm.self_device_time_total == pytest.approx(start.elapsed_time(end) * 1e3, abs=1.0)

@@ -28,3 +28,8 @@ def test_op_benchmark_quick_prints_every_row():
 def test_train_benchmark_quick_compares_both_devices():
     out = run("train_benchmark.py", "--quick")
     assert out.count("simulated Trainium step") == 2 and "worst ratio" in out, out
+
+
+def test_profiler_benchmark_runs():
+    out = run("profiler_benchmark.py", "--rounds", "1")
+    assert re.search(r"ratio +\d+\.\d+", out), out

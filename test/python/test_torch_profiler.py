@@ -59,3 +59,54 @@ def test_matmul_device_time_matches_the_cost_model():
         end.record()
     mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
     assert mm.self_device_time_total == pytest.approx(start.elapsed_time(end) * 1e3, abs=1.0)
+
+
+# torch.profiler with ProfilerActivity.PrivateUse1: device activities from neuron's Kineto
+# plugin (Note [torch.profiler device activities]).
+def kineto_profile(fn):
+    import torch.profiler as tp
+
+    with tp.profile(activities=[tp.ProfilerActivity.CPU, tp.ProfilerActivity.PrivateUse1]) as p:
+        fn()
+    return p
+
+
+def test_torch_profiler_device_time_is_the_simulated_time():
+    model, x = mlp(), torch.randn(32, 64, device="neuron")
+    model(x)
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+
+    def forwards():
+        start.record()
+        for _ in range(20):
+            model(x)
+        end.record()
+
+    prof = kineto_profile(forwards)
+    cpu_ops = {e.key: e for e in prof.key_averages() if e.cpu_time_total > 0}
+    assert cpu_ops["aten::addmm"].count == 40
+    assert cpu_ops["aten::addmm"].self_device_time_total > 0
+    # Each op's device time is its own launches: linear contains its addmm.
+    assert cpu_ops["aten::linear"].device_time_total == pytest.approx(
+        cpu_ops["aten::addmm"].device_time_total)
+    total_us = sum(e.self_device_time_total for e in cpu_ops.values())
+    assert total_us == pytest.approx(start.elapsed_time(end) * 1e3, rel=1e-3)
+    for event in prof.events():
+        assert event.cpu_time_total >= 0, event
+
+
+def test_torch_profiler_trace_has_neuron_kernels_linked_to_ops(tmp_path):
+    import json
+
+    a = torch.randn(512, 512, device="neuron")
+    prof = kineto_profile(lambda: torch.mm(a, a).relu())
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    ops = {e["args"]["External id"]: e["name"] for e in events
+           if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    assert sorted(k["name"] for k in kernels) == ["aten::mm", "aten::relu"]
+    for k in kernels:
+        assert ops[k["args"]["External id"]] == k["name"]  # linked to the op that launched it
+        assert k["dur"] > 0

@@ -1,6 +1,8 @@
 #include "trnsim/queue.h"
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 
 #include "trnsim/error.h"
 
@@ -8,11 +10,29 @@ namespace trnsim {
 namespace {
 
 std::atomic<bool> global_tracing{false};
+std::atomic<bool> observed{false};
+std::mutex observer_mutex;
+std::shared_ptr<const TraceObserver> observer;  // guarded by observer_mutex
+thread_local uint64_t thread_trace_tag = 0;
+
+std::shared_ptr<const TraceObserver> current_observer() {
+  std::lock_guard<std::mutex> lock(observer_mutex);
+  return observer;
+}
 
 }  // namespace
 
 void set_tracing_enabled(bool on) { global_tracing = on; }
-bool tracing_enabled() { return global_tracing; }
+bool tracing_enabled() { return global_tracing || observed; }
+
+void set_trace_observer(TraceObserver f) {
+  std::lock_guard<std::mutex> lock(observer_mutex);
+  observer = f ? std::make_shared<const TraceObserver>(std::move(f)) : nullptr;
+  observed = observer != nullptr;
+}
+
+void set_trace_tag(uint64_t tag) { thread_trace_tag = tag; }
+uint64_t trace_tag() { return thread_trace_tag; }
 
 double Queue::now_ns() const { return clock_ns_.load(std::memory_order_acquire); }
 
@@ -30,12 +50,17 @@ double Queue::launch(const std::string& name, const OpCost& cost, double duratio
   if (health_ != nullptr) health_->on_launch(device_);
   const bool tracing =
       tracing_.load(std::memory_order_relaxed) || global_tracing.load(std::memory_order_relaxed);
-  if (!tracing) return advance_clock(duration_ns) + duration_ns;  // the common case: no lock
+  const bool watched = observed.load(std::memory_order_relaxed);
+  if (!tracing && !watched) return advance_clock(duration_ns) + duration_ns;  // no lock
   // Tracing: the lock keeps trace records in clock order.
   std::lock_guard<std::mutex> lock(mutex_);
   const double start = advance_clock(duration_ns);
-  trace_.push_back({name, device_, id_, start, duration_ns, cost.engine_ns, cost.flops,
-                    cost.bytes, std::move(detail)});
+  TraceRecord record{name,       device_,    id_,          start, duration_ns, cost.engine_ns,
+                     cost.flops, cost.bytes, std::move(detail), thread_trace_tag};
+  if (watched) {
+    if (auto f = current_observer()) (*f)(record);
+  }
+  if (tracing) trace_.push_back(std::move(record));
   return start + duration_ns;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "trnsim/error.h"
 #include "trnsim/queue.h"
@@ -66,6 +67,29 @@ TEST(Queue, TraceRecordsWorkInOrder) {
   EXPECT_EQ(trace[1].duration_ns, 20.0);
 
   EXPECT_TRUE(q.take_trace().empty());
+}
+
+TEST(Queue, ObserverSeesTaggedWorkWithoutKeepingATrace) {
+  Queue q(1, 3);
+  std::vector<TraceRecord> seen;
+  set_trace_observer([&](const TraceRecord& r) { seen.push_back(r); });
+  EXPECT_TRUE(tracing_enabled());
+  set_trace_tag(42);
+  q.launch("tagged", 5.0);
+  set_trace_tag(0);
+  q.launch("untagged", 2.0);
+  set_trace_observer(nullptr);
+  q.launch("unobserved", 1.0);
+  EXPECT_FALSE(tracing_enabled());
+
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].name, "tagged");
+  EXPECT_EQ(seen[0].tag, 42u);
+  EXPECT_EQ(seen[0].start_ns, 0.0);
+  EXPECT_EQ(seen[0].duration_ns, 5.0);
+  EXPECT_EQ(seen[1].tag, 0u);
+  EXPECT_EQ(seen[1].start_ns, 5.0);
+  EXPECT_TRUE(q.take_trace().empty());  // observing keeps no trace of its own
 }
 
 TEST(Event, RecordCapturesTime) {

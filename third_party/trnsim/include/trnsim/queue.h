@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "trnsim/cost.h"
@@ -30,11 +31,23 @@ struct TraceRecord {
   double flops = 0;
   uint64_t bytes = 0;
   std::string detail;  // e.g. operand shapes
+  uint64_t tag = 0;    // the launching thread's trace tag (set_trace_tag) when it was launched
 };
 
 // Process-wide switch: every queue records TraceRecords while it is on (a profiler session).
 void set_tracing_enabled(bool on);
+// Whether launches make TraceRecords: tracing is on, or a trace observer is set.
 bool tracing_enabled();
+
+// A process-wide observer of launched work (a profiler plugin): called with each record as its
+// work is launched, apart from the recorded trace. An empty function removes it.
+using TraceObserver = std::function<void(const TraceRecord&)>;
+void set_trace_observer(TraceObserver observer);
+
+// A tag the calling thread gives the work it launches from now on (a profiler's correlation id
+// of the op being run); 0 for none.
+void set_trace_tag(uint64_t tag);
+uint64_t trace_tag();
 
 class Queue {
  public:

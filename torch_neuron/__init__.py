@@ -26,6 +26,7 @@ from torch_neuron import _C
 from torch_neuron import distributed
 from torch_neuron import neuron
 from torch_neuron import profiler
+from torch_neuron._backend_meta import install as _install_fake_tensor_backend_meta
 from torch_neuron._faults import device_failed, inject_fault
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
 from torch_neuron._dtype_policy import (get_complex_decompose, get_float64_mode,
@@ -39,6 +40,7 @@ from torch_neuron._op_tracking import (
 
 _C._register_host_kernels()
 _register_reducers()  # neuron tensors cross torch.multiprocessing as copies
+_install_fake_tensor_backend_meta()  # backend metadata survives FakeTensor conversion
 _torch.utils.rename_privateuse1_backend("neuron")
 _torch._register_device_module("neuron", neuron)
 _torch.utils.generate_methods_for_privateuse1_backend(

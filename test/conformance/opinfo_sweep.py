@@ -59,6 +59,12 @@ UNINITIALIZED_OUTPUT_OPS = {"empty", "empty_like", "empty_permuted", "empty_stri
                             "new_empty", "new_empty_strided"}
 
 
+# Ops whose API takes some tensor arguments on the CPU on every device, so the neuron run keeps
+# them there: torch.tensor_split's tensor_indices_or_sections ("must be a zero-dimensional or
+# one-dimensional long tensor on the CPU", PyTorch docs).
+CPU_ARGUMENT_OPS = {"tensor_split"}
+
+
 def op_key(op):
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
 
@@ -84,6 +90,8 @@ def to_cpu(x):
 
 def run_sample(op, sample, device_fn):
     inp, args, kwargs = tree_map(device_fn, (sample.input, sample.args, sample.kwargs))
+    if op.name in CPU_ARGUMENT_OPS:
+        args = tree_map(fresh_cpu_copy, sample.args)
     torch.manual_seed(1234)
     out = op(inp, *args, **kwargs)
     return (inp, args, kwargs), out

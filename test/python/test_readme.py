@@ -56,6 +56,25 @@ def test_readme_report_is_what_a_run_prints():
     assert report == shown
 
 
+def test_readme_distributed_report_is_what_a_run_prints():
+    """The README's (shortened) report of the distributed main job is deterministic simulation
+    output: each line it shows must be in a fresh run's report, in order."""
+    from conftest import assert_ok, loopback_env, run_process_group
+
+    text = (ROOT / "README.md").read_text()
+    shown = re.search(r"\(a real run, shortened\):\n\n```\n(.*?)```", text, re.S).group(1)
+    result = assert_ok(run_process_group(
+        [sys.executable, "-m", "torch_neuron", "run", "--nproc-per-node", "4",
+         str(ROOT / "examples" / "train_fsdp.py")], env=loopback_env(), timeout=300))
+    lines = result.stdout[result.stdout.index("Simulated "):].splitlines()
+    position = 0
+    for line in shown.splitlines():
+        if line == "...":
+            continue
+        assert line in lines[position:], f"not in the fresh report (in order): {line!r}"
+        position = lines.index(line, position) + 1
+
+
 TORCHRUN_BLOCKS = re.findall(r"```python torchrun\n(.*?)```", (ROOT / "README.md").read_text(),
                              re.S)
 

@@ -32,7 +32,7 @@ Queue& Device::queue(int id) {
   }
   if (Queue* q = queues_[id].load(std::memory_order_acquire)) return *q;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!queues_[id].load()) queues_[id].store(new Queue(index_, id, &health_), std::memory_order_release);
+  if (!queues_[id].load()) queues_[id].store(new Queue(index_, id, &health_, &engines_), std::memory_order_release);
   return *queues_[id].load();
 }
 

@@ -51,10 +51,22 @@ double Queue::launch(const std::string& name, const OpCost& cost, double duratio
   const bool tracing =
       tracing_.load(std::memory_order_relaxed) || global_tracing.load(std::memory_order_relaxed);
   const bool watched = observed.load(std::memory_order_relaxed);
-  if (!tracing && !watched) return advance_clock(duration_ns) + duration_ns;  // no lock
+  // Note [Shared engines]: wait for the device's engines this work uses.
+  std::unique_lock<std::mutex> engines_lock;
+  const bool shares = engines_ != nullptr && SharedEngines::uses_any(cost);
+  if (shares) {
+    engines_lock = std::unique_lock<std::mutex>(engines_->mutex);
+    wait_until(engines_->earliest_start(cost));
+  }
+  if (!tracing && !watched) {
+    const double start = advance_clock(duration_ns);
+    if (shares) engines_->occupy(cost, start);
+    return start + duration_ns;
+  }
   // Tracing: the lock keeps trace records in clock order.
   std::lock_guard<std::mutex> lock(mutex_);
   const double start = advance_clock(duration_ns);
+  if (shares) engines_->occupy(cost, start);
   TraceRecord record{name,       device_,    id_,          start, duration_ns, cost.engine_ns,
                      cost.flops, cost.bytes, std::move(detail), thread_trace_tag};
   if (watched) {
@@ -62,6 +74,30 @@ double Queue::launch(const std::string& name, const OpCost& cost, double duratio
   }
   if (tracing) trace_.push_back(std::move(record));
   return start + duration_ns;
+}
+
+bool SharedEngines::uses_any(const OpCost& cost) {
+  if (cost.hbm_ns > 0) return true;
+  for (double ns : cost.engine_ns) {
+    if (ns > 0) return true;
+  }
+  return false;
+}
+
+double SharedEngines::earliest_start(const OpCost& cost) const {
+  double t = 0;
+  for (int e = 0; e < kEngineCount; ++e) {
+    if (cost.engine_ns[e] > 0) t = std::max(t, free_at_[e]);
+  }
+  if (cost.hbm_ns > 0) t = std::max(t, free_at_[kEngineCount]);
+  return t;
+}
+
+void SharedEngines::occupy(const OpCost& cost, double start) {
+  for (int e = 0; e < kEngineCount; ++e) {
+    if (cost.engine_ns[e] > 0) free_at_[e] = start + cost.engine_ns[e];
+  }
+  if (cost.hbm_ns > 0) free_at_[kEngineCount] = start + cost.hbm_ns;
 }
 
 double Queue::advance_clock(double duration_ns) {

@@ -349,17 +349,43 @@ TEST(CostOnQueue, TracedOpsAreOrderedAndDoNotOverlap) {
   EXPECT_DOUBLE_EQ(trace.back().start_ns + trace.back().duration_ns, q.now_ns());
 }
 
-TEST(CostOnQueue, TwoQueuesOverlapOneQueueSerializes) {
+// Note [Shared engines]: queues of one core share its engines and HBM share.
+TEST(CostOnQueue, QueuesOfOneCoreShareItsEngines) {
   const InstanceSpec& inst = find_instance("trn2.3xlarge");
   const OpCost c = matmul(inst, {1, 1024, 1024, 1024}, Precision::BF16);
   const double d = c.duration_ns();
+  double busiest = c.hbm_ns;  // when the first matmul frees everything it uses
+  for (double ns : c.engine_ns) busiest = std::max(busiest, ns);
+  const double tensor = c.engine_ns[static_cast<int>(Engine::Tensor)];
+  ASSERT_GT(tensor, 0.0);
   {
+    // Two TensorE-bound matmuls on two queues: the second waits for TensorE.
     Device dev(0, 0, inst);
     dev.queue(1).launch("mm", c);
     dev.queue(2).launch("mm", c);
     EXPECT_DOUBLE_EQ(dev.queue(1).now_ns(), d);
-    EXPECT_DOUBLE_EQ(dev.queue(2).now_ns(), d);
-    EXPECT_DOUBLE_EQ(dev.synchronize_ns(), d);  // the max, not the sum
+    EXPECT_DOUBLE_EQ(dev.queue(2).now_ns(), busiest + d);
+    // TensorE is busy 2 x tensor within the span, never more than the span.
+    EXPECT_LE(2 * tensor, dev.synchronize_ns());
+  }
+  {
+    // Work on different engines overlaps: a VectorE-only op beside the matmul.
+    OpCost vector_only;
+    vector_only.engine_ns[static_cast<int>(Engine::Vector)] = 500;
+    OpCost matmul_only;
+    matmul_only.engine_ns[static_cast<int>(Engine::Tensor)] = 1000;
+    Device dev(0, 0, inst);
+    dev.queue(1).launch("mm", matmul_only, 1000, {});
+    dev.queue(2).launch("vec", vector_only, 500, {});
+    EXPECT_DOUBLE_EQ(dev.queue(2).now_ns(), 500);
+    EXPECT_DOUBLE_EQ(dev.synchronize_ns(), 1000);
+  }
+  {
+    // Other cores have engines of their own.
+    Device a(0, 0, inst), b(1, 1, inst);
+    a.queue(1).launch("mm", c);
+    b.queue(1).launch("mm", c);
+    EXPECT_DOUBLE_EQ(b.queue(1).now_ns(), d);
   }
   {
     Device dev(0, 0, inst);

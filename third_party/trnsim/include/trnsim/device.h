@@ -44,6 +44,7 @@ class Device {
   mutable std::mutex mutex_;
   std::unique_ptr<Hbm> hbm_;
   Health health_;
+  SharedEngines engines_;  // shared by the queues (Note [Shared engines] in queue.h)
   // Created on first use and never destroyed before the device, so readers need no lock.
   std::vector<std::atomic<Queue*>> queues_;
 };

@@ -49,11 +49,33 @@ void set_trace_observer(TraceObserver observer);
 void set_trace_tag(uint64_t tag);
 uint64_t trace_tag();
 
+// Note [Shared engines]
+// The streams of one NeuronCore share its engines (TensorE, VectorE, ScalarE, GpSimdE, its DMA
+// queues) and its HBM bandwidth: work on two streams overlaps only where it uses different
+// ones. Each resource is free from some simulated time on; a launch starts when its queue
+// is ready and every resource it uses is free, and holds each of them for its busy time from
+// its start. Launches take resources in the order the host issues them (as a hardware queue
+// arbitrates in issue order), so per-resource busy time never exceeds the wall span.
+class SharedEngines {
+ public:
+  // The earliest start of `cost`'s work with respect to these resources.
+  double earliest_start(const OpCost& cost) const;
+  // Marks `cost`'s resources busy from `start`.
+  void occupy(const OpCost& cost, double start);
+  static bool uses_any(const OpCost& cost);
+
+  std::mutex mutex;  // held by a launch from its earliest_start to its occupy
+
+ private:
+  std::array<double, kEngineCount + 1> free_at_{};  // the engines, then the HBM share
+};
+
 class Queue {
  public:
-  // `health` (the device's fault state, may be null) is consulted on every launch.
-  Queue(int device, int id, Health* health = nullptr)
-      : device_(device), id_(id), health_(health) {}
+  // `health` (the device's fault state, may be null) is consulted on every launch; `engines`
+  // (the device's, may be null: a queue of its own) are shared with the device's other queues.
+  Queue(int device, int id, Health* health = nullptr, SharedEngines* engines = nullptr)
+      : device_(device), id_(id), health_(health), engines_(engines) {}
 
   int device() const { return device_; }
   int id() const { return id_; }
@@ -78,6 +100,7 @@ class Queue {
 
   int device_, id_;
   Health* health_;
+  SharedEngines* engines_;
   mutable std::mutex mutex_;  // guards the trace (and orders launches while tracing)
   // Advanced by compare-and-swap, so that launches from several threads are serialized without
   // a lock and now_ns() (asked on every free of a device block) is a plain load.

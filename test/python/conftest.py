@@ -176,3 +176,24 @@ def rank_rows(report):
         fields = line.split()
         rows[int(fields[0])] = fields[1:]
     return rows
+
+
+def catch_up(stream):
+    """Makes `stream` wait for every stream of its device (the default one and the pool of 32),
+    so that its clock is the device's clock: later allocations and the device's shared engines
+    (Note [Shared engines] in trnsim/queue.h) cannot make it wait on earlier tests' work, and
+    simulated_time_ns() moves exactly with what is launched on it."""
+    import torch
+
+    device = stream.device_index
+    others = [torch.neuron.default_stream(device)]
+    others += [torch.neuron.Stream(device=device) for _ in range(32)]
+    for other in others:
+        if other != stream:
+            stream.wait_stream(other)
+    mine = torch.neuron.Event(enable_timing=True)
+    mine.record(stream)
+    for other in others:
+        theirs = torch.neuron.Event(enable_timing=True)
+        theirs.record(other)
+        assert theirs.elapsed_time(mine) >= 0

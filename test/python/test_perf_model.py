@@ -4,8 +4,8 @@ docs (ARCHITECTURE.md, "The hardware model", from the Neuron architecture pages)
 
 Properties: no op is predicted faster than the peak (FLOPs and HBM bytes), a large bf16 matmul
 comes within 70% of a logical core's peak, fp32 is about 4x slower than bf16, a large
-elementwise op runs at HBM bandwidth, independent streams overlap while one stream
-serializes, and the numbers follow TORCH_NEURON_INSTANCE.
+elementwise op runs at HBM bandwidth, streams of one core share its engines (work overlaps
+only where it uses different ones), and the numbers follow TORCH_NEURON_INSTANCE.
 
 Inputs are made with torch.empty: creating them costs no device time, and only the op under
 test sits between the events."""
@@ -15,7 +15,7 @@ import torch
 
 import torch_neuron
 
-from conftest import run_python_json
+from conftest import catch_up, run_python_json
 
 MiB = 1 << 20
 
@@ -45,24 +45,6 @@ def current_instance():
     if name not in INSTANCES:
         pytest.fail(f"no table entry for instance {name}: add its documented figures above")
     return name
-
-
-def catch_up(stream):
-    """Makes `stream` wait for every stream of its device (the default one and the pool of 32),
-    so that its clock is the device's clock: later allocations cannot wait on earlier tests'
-    work, and simulated_time_ns() moves exactly with what is launched on it."""
-    device = stream.device_index
-    others = [torch.neuron.default_stream(device)]
-    others += [torch.neuron.Stream(device=device) for _ in range(32)]
-    for other in others:
-        if other != stream:
-            stream.wait_stream(other)
-    mine = torch.neuron.Event(enable_timing=True)
-    mine.record(stream)
-    for other in others:
-        theirs = torch.neuron.Event(enable_timing=True)
-        theirs.record(other)
-        assert theirs.elapsed_time(mine) >= 0
 
 
 def timed_ns(fn, stream=None):

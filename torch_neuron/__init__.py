@@ -27,6 +27,7 @@ from torch_neuron import distributed
 from torch_neuron import neuron
 from torch_neuron import profiler
 from torch_neuron._backend_meta import install as _install_fake_tensor_backend_meta
+from torch_neuron._execution import get_execute, predict_only, set_execute
 from torch_neuron._faults import device_failed, inject_fault
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
 from torch_neuron._dtype_policy import (get_complex_decompose, get_float64_mode,
@@ -81,4 +82,7 @@ __all__ = [
     "cmake_prefix_path",
     "inject_fault",
     "device_failed",
+    "set_execute",
+    "get_execute",
+    "predict_only",
 ]

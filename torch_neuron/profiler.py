@@ -223,9 +223,9 @@ class profile:
 
 
 def mfu(records: list[dict], span_ns: float, instance_info: dict) -> float:
-    """FLOPs of the TensorE records over what one logical core's BF16 peak allows in span_ns."""
-    peak_per_ns = (instance_info["bf16_tflops_per_chip"] * 1e3
-                   / instance_info["logical_cores_per_chip"])
+    """FLOPs of the TensorE records over what one logical core's BF16 peak (from the TensorE
+    clock and array size) allows in span_ns."""
+    peak_per_ns = instance_info["peak_bf16_tflops_per_core"] * 1e3
     flops = sum(r["flops"] for r in records
                 if "TensorE" in r["engine_ns"] and not is_collective(r))
     return flops / (span_ns * peak_per_ns) if span_ns else 0.0

@@ -23,6 +23,7 @@
 #include "aten/HostView.h"
 #include "aten/OpCost.h"
 #include "aten/OpTracking.h"
+#include "aten/PredictOnly.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
@@ -30,24 +31,29 @@
 namespace torch_neuron {
 namespace {
 
-// Note [Attention cost]: fused attention is matmuls on TensorE, not a streaming op. Per
-// (batch, head) the forward runs S = Q K^T ([Lq, D] @ [D, Lk]) and O = P V ([Lq, Lk] @ [Lk, Dv])
-// with the softmax exponentials on ScalarE; the scores stay in SBUF/PSUM (flash attention), so
-// HBM traffic is the operands and results only. The backward recomputes S and runs four more
-// matmuls (dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q), the exponentials again on
-// ScalarE and dS = P * (dP - delta) on VectorE. A causal mask skips the score tiles (128 query
-// rows x 512 keys, the TensorE tiling) that lie wholly above the diagonal. For D = 128 the
-// exponentials on ScalarE take about as long as the matmuls on TensorE (Trn2: 307 G exp/s vs
-// 326 G scores/s), as on the hardware.
+// Note [Attention cost]: fused attention is flash attention: the scores stay in SBUF/PSUM, so
+// HBM traffic is the operands and results only, and the work is the instructions of its inner
+// loop (NKI fused-attention tutorial and performance guide, "Opt #6": attention is bound by
+// VectorE and ScalarE as much as by TensorE). Per (batch, head), over the Lq x Lk scores:
+//   forward:  TensorE  S = Q K^T, O = P V, and P transposed for the second matmul (a matmul
+//                      with the identity: one 128-column instruction per 128 x 128 block);
+//             VectorE  the row max of S, copying P^T out of PSUM, rescaling O per key tile;
+//             ScalarE  P = exp(S - max) with the row sums accumulated in the same instruction.
+//   backward: TensorE  S again, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q, and the
+//                      transposes of P and dS;
+//             VectorE  dS = P * (dP - delta) (a two-input pass) and copying both transposes
+//                      out of PSUM;
+//             ScalarE  P = exp(S - lse) again.
+// A causal mask skips the score tiles (128 query rows x 512 keys) wholly above the diagonal.
 double causal_tile_fraction(int64_t lq, int64_t lk) {
-  const int64_t q_tiles = (lq + trnsim::kTensorTileM - 1) / trnsim::kTensorTileM;
-  const int64_t k_tiles = (lk + trnsim::kTensorTileN - 1) / trnsim::kTensorTileN;
+  const int64_t q_tiles = (lq + trnsim::kTensorColumns - 1) / trnsim::kTensorColumns;
+  const int64_t k_tiles = (lk + trnsim::kPsumBankColumns - 1) / trnsim::kPsumBankColumns;
   if (q_tiles == 0 || k_tiles == 0) return 1.0;
   int64_t kept = 0;
   for (int64_t i = 0; i < q_tiles; ++i) {
     // Query rows up to `last` see keys [0, last] (PyTorch's is_causal: top-left aligned).
-    const int64_t last = std::min((i + 1) * trnsim::kTensorTileM, lq) - 1;
-    kept += std::min(last / trnsim::kTensorTileN + 1, k_tiles);
+    const int64_t last = std::min((i + 1) * trnsim::kTensorColumns, lq) - 1;
+    kept += std::min(last / trnsim::kPsumBankColumns + 1, k_tiles);
   }
   return static_cast<double>(kept) / static_cast<double>(q_tiles * k_tiles);
 }
@@ -59,32 +65,41 @@ trnsim::OpCost attention_cost(const at::Tensor& query, const at::Tensor& key,
   const int64_t lq = query.size(-2), d = query.size(-1), lk = key.size(-2), dv = value.size(-1);
   const int64_t batch = lq * d == 0 ? 0 : query.numel() / (lq * d);
   const auto precision = matmul_precision(query.scalar_type());
-  // {m, k, n} of each matmul, per (batch, head).
-  std::vector<std::array<int64_t, 3>> matmuls = {{lq, d, lk}, {lq, lk, dv}};
-  if (backward) matmuls = {{lq, d, lk}, {lk, lq, dv}, {lq, dv, lk}, {lq, lk, d}, {lk, lq, d}};
+  const bool sixteen_bit = precision != trnsim::Precision::FP32;
+  // {m, k, n} of each matmul, per (batch, head); a transpose of the scores is [Lq, 128] @
+  // [128, Lk] in instruction count.
+  const std::array<int64_t, 3> transpose{lq, trnsim::kTensorRows, lk};
+  std::vector<std::array<int64_t, 3>> matmuls = {{lq, d, lk}, {lq, lk, dv}, transpose};
+  if (backward) {
+    matmuls = {{lq, d, lk}, {lq, dv, lk}, {lk, lq, dv}, {lq, lk, d}, {lk, lq, d},
+               transpose,   transpose};
+  }
   const double fraction = is_causal ? causal_tile_fraction(lq, lk) : 1.0;
   trnsim::OpCost cost;
   constexpr int kTensor = static_cast<int>(trnsim::Engine::Tensor);
-  for (const auto& [m, k, n] : matmuls) {
-    // The kernel lays each product out as C or as C^T = B^T A^T, whichever tiles better (the
-    // head dimension, 64 or 128, is a poor 512-wide N tile but a full 128-row M tile).
-    const auto mm = trnsim::matmul_cost(instance, batch, m, k, n, precision, 0);
-    const auto mm_t = trnsim::matmul_cost(instance, batch, n, k, m, precision, 0);
+  for (size_t i = 0; i < matmuls.size(); ++i) {
+    const auto& [m, k, n] = matmuls[i];
     cost.engine_ns[kTensor] +=
-        fraction * std::min(mm.engine_ns[kTensor], mm_t.engine_ns[kTensor]);
-    cost.flops += fraction * mm.flops;
+        fraction * trnsim::tensor_engine_ns(instance, batch, m, k, n, precision);
+    const bool is_transpose = (backward && i >= 5) || (!backward && i == 2);
+    if (!is_transpose) cost.flops += fraction * 2.0 * batch * m * k * n;
   }
-  const auto scores = static_cast<uint64_t>(batch * lq * lk);
-  const auto exps = trnsim::streaming_cost(instance, trnsim::Engine::Scalar, scores, 0);
-  cost.engine_ns[static_cast<int>(trnsim::Engine::Scalar)] =
-      fraction * exps.engine_ns[static_cast<int>(trnsim::Engine::Scalar)];
+  const auto scores = static_cast<uint64_t>(fraction * batch * lq * lk);
+  cost.add_pass(instance, trnsim::Engine::Scalar, scores);  // the exponentials
   if (backward) {
-    const auto ds = trnsim::streaming_cost(instance, trnsim::Engine::Vector, scores, 0);
-    cost.engine_ns[static_cast<int>(trnsim::Engine::Vector)] =
-        fraction * ds.engine_ns[static_cast<int>(trnsim::Engine::Vector)];
+    cost.add_pass(instance, trnsim::Engine::Vector, scores, trnsim::Pass::TwoInput, sixteen_bit);
+    cost.add_pass(instance, trnsim::Engine::Vector, 2 * scores, trnsim::Pass::OneInput,
+                  sixteen_bit);
+  } else {
+    cost.add_pass(instance, trnsim::Engine::Vector, scores);  // the row max, from PSUM
+    cost.add_pass(instance, trnsim::Engine::Vector, scores, trnsim::Pass::OneInput, sixteen_bit);
+    // O = O * alpha + P V: once per key tile, over the [Lq, Dv] accumulator.
+    const int64_t key_tiles = (lk + trnsim::kPsumBankColumns - 1) / trnsim::kPsumBankColumns;
+    cost.add_pass(instance, trnsim::Engine::Vector,
+                  static_cast<uint64_t>(fraction * batch * lq * dv * key_tiles),
+                  trnsim::Pass::TwoInput);
   }
-  cost.bytes = bytes;
-  cost.hbm_ns = static_cast<double>(bytes) / instance.core_hbm_gbps();
+  cost.set_bytes(instance, bytes);
   return cost;
 }
 
@@ -100,11 +115,6 @@ void charge_attention(const char* name, c10::DeviceIndex device, const at::Tenso
       name, attention_cost(query, key, value, is_causal, backward, bytes),
       trnsim::tracing_enabled() ? describe_tensors(inputs) : std::string());
   count_executed_op(name);
-}
-
-std::optional<at::Tensor> host_optional(const std::optional<at::Tensor>& t) {
-  if (!t.has_value() || !t->defined()) return std::nullopt;
-  return host_view(*t);
 }
 
 // A CPU tensor with `t`'s sizes, strides, dtype and requires_grad but no data: the CPU's backend
@@ -146,11 +156,11 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
   {
     AllocateOnDevice allocate_on(device);
     std::tie(out, logsumexp) = at::_scaled_dot_product_flash_attention_for_cpu(
-        host_view(query), host_view(key), host_view(value), dropout_p, is_causal,
-        host_optional(attn_bias), scale);
+        compute_view(query), compute_view(key), compute_view(value), dropout_p, is_causal,
+        compute_view(attn_bias), scale);
   }
-  out = adopt_host_result(std::move(out), device);
-  logsumexp = adopt_host_result(std::move(logsumexp), device);
+  out = device_result(std::move(out), device);
+  logsumexp = device_result(std::move(logsumexp), device);
   std::vector<at::Tensor> inputs = {query, key, value};
   if (attn_bias.has_value() && attn_bias->defined()) inputs.push_back(*attn_bias);
   charge_attention("aten::_scaled_dot_product_fused_attention_overrideable", device, query, key,
@@ -174,12 +184,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   {
     AllocateOnDevice allocate_on(device);
     std::tie(grad_q, grad_k, grad_v) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-        host_view(grad_out), host_view(query), host_view(key), host_view(value), host_view(out),
-        host_view(logsumexp), dropout_p, is_causal, host_optional(attn_bias), scale);
+        compute_view(grad_out), compute_view(query), compute_view(key), compute_view(value),
+        compute_view(out), compute_view(logsumexp), dropout_p, is_causal,
+        compute_view(std::optional<at::Tensor>(attn_bias)), scale);
   }
-  grad_q = adopt_host_result(std::move(grad_q), device);
-  grad_k = adopt_host_result(std::move(grad_k), device);
-  grad_v = adopt_host_result(std::move(grad_v), device);
+  grad_q = device_result(std::move(grad_q), device);
+  grad_k = device_result(std::move(grad_k), device);
+  grad_v = device_result(std::move(grad_v), device);
   charge_attention("aten::_scaled_dot_product_fused_attention_overrideable_backward", device,
                    query, key, value, is_causal, /*backward=*/true,
                    {grad_out, query, key, value, out, logsumexp, attn_bias},

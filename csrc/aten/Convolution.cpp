@@ -9,6 +9,7 @@
 
 #include "aten/HostExecution.h"
 #include "aten/HostView.h"
+#include "aten/PredictOnly.h"
 #include "runtime/AllocateOnDevice.h"
 
 namespace torch_neuron {
@@ -40,12 +41,10 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   at::Tensor out;
   {
     AllocateOnDevice allocate_on(device);
-    std::optional<at::Tensor> host_bias;
-    if (bias.has_value() && bias->defined()) host_bias = host_view(*bias);
-    out = at::convolution(host_view(input), host_view(weight), host_bias, stride, padding,
-                          dilation, transposed, output_padding, groups);
+    out = at::convolution(compute_view(input), compute_view(weight), compute_view(bias),
+                          stride, padding, dilation, transposed, output_padding, groups);
   }
-  out = adopt_host_result(std::move(out), device);
+  out = device_result(std::move(out), device);
   charge_device_op("aten::convolution_overrideable", OpClass::Convolution, device,
                    {input, weight}, {out});
   return out;
@@ -64,15 +63,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
   {
     AllocateOnDevice allocate_on(device);
-    grads = at::convolution_backward(host_view(grad_output), host_view(input),
-                                     host_view(weight), c10::IntArrayRef{out_channels}, stride,
+    grads = at::convolution_backward(compute_view(grad_output), compute_view(input),
+                                     compute_view(weight), c10::IntArrayRef{out_channels}, stride,
                                      padding, dilation, transposed, output_padding, groups,
                                      output_mask);
   }
   auto& [grad_input, grad_weight, grad_bias] = grads;
-  grad_input = adopt_host_result(std::move(grad_input), device);
-  grad_weight = adopt_host_result(std::move(grad_weight), device);
-  grad_bias = adopt_host_result(std::move(grad_bias), device);
+  grad_input = device_result(std::move(grad_input), device);
+  grad_weight = device_result(std::move(grad_weight), device);
+  grad_bias = device_result(std::move(grad_bias), device);
   charge_device_op("aten::convolution_backward_overrideable", OpClass::Convolution, device,
                    {grad_output, input, weight}, {grad_input, grad_weight});
   return grads;

@@ -11,6 +11,7 @@
 #include "aten/HostView.h"
 #include "aten/OpCost.h"
 #include "aten/OpTracking.h"
+#include "aten/PredictOnly.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
 
@@ -35,20 +36,31 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                 " and ", dst.device(), "; move the tensor to the CPU first");
   }
   const auto kind = copy_kind(self, dst);
+  // Note [Predict-only execution]: the DMA is charged, no bytes move; the CPU gets none.
+  const bool execute = execution_enabled();
+  if (!execute && kind == trnsim::CopyKind::DeviceToHost) {
+    refuse_without_values("copying a neuron tensor to the CPU (.cpu(), .to(\"cpu\"), .numpy(), "
+                          "printing it)");
+  }
   // The DMA runs on the current stream of the device that issues it: the destination device
   // for uploads and peer copies, the source device for downloads.
   const auto& issuer = on_neuron(dst) ? dst : self;
   auto& queue = current_queue(issuer.device().index());
-  at::Tensor dst_view = host_view(dst);
-  at::Tensor src_view = host_view(self);
-  if (self.storage().is_alias_of(dst.storage())) {
-    // One storage, one alias: ATen's copy then sees the overlap (and refuses a partial one).
-    src_view.unsafeGetTensorImpl()->set_storage_keep_dtype(dst_view.storage());
+  if (execute) {
+    at::Tensor dst_view = host_view(dst);
+    at::Tensor src_view = host_view(self);
+    if (self.storage().is_alias_of(dst.storage())) {
+      // One storage, one alias: ATen's copy then sees the overlap (and refuses a partial one).
+      src_view.unsafeGetTensorImpl()->set_storage_keep_dtype(dst_view.storage());
+    }
+    dst_view.copy_(src_view, non_blocking);
+    // The source first: it may hold the destination's alias, which then is recycled too.
+    recycle_host_view(std::move(src_view));
+    recycle_host_view(std::move(dst_view));
+  } else {
+    // The shapes still have to fit, as the copy would check.
+    meta_like(dst).copy_(meta_like(self));
   }
-  dst_view.copy_(src_view, non_blocking);
-  // The source first: it may hold the destination's alias, which then is recycled too.
-  recycle_host_view(std::move(src_view));
-  recycle_host_view(std::move(dst_view));
   const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
   const double ns = trnsim::copy_duration_ns(system().instance(), kind, bytes);
   static const OpHandle op("aten::copy_");

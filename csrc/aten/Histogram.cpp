@@ -9,6 +9,11 @@
 
 #include "aten/HostExecution.h"
 
+#include <ATen/ops/empty.h>
+
+#include "aten/HostExecution.h"
+#include "aten/PredictOnly.h"
+
 namespace torch_neuron {
 namespace {
 
@@ -44,6 +49,14 @@ void histc(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Scalar min = torch::jit::peek(*stack, 2, 4).toScalar();
   const at::Scalar max = torch::jit::peek(*stack, 3, 4).toScalar();
   torch::jit::drop(*stack, 4);
+  if (!execution_enabled()) {
+    // Note [Predict-only execution]: `bins` counts, charged as one GpSimdE pass.
+    TORCH_CHECK(bins > 0, "histc: bins must be > 0, but got ", bins);
+    at::Tensor counts = at::empty({bins}, self.options());
+    charge_device_op("aten::histc", OpClass::GpSimd, self.device().index(), {self}, {counts});
+    torch::jit::push(*stack, counts);
+    return;
+  }
   torch::jit::push(*stack, integer_histc(self, bins, min, max));
 }
 

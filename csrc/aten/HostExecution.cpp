@@ -49,6 +49,7 @@
 #include "aten/DtypePolicy.h"
 #include "aten/Float64Narrowing.h"
 #include "aten/OpTracking.h"
+#include "aten/PredictOnly.h"
 #include "aten/TensorArguments.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/DeviceAllocator.h"
@@ -557,6 +558,30 @@ bool complex_round_trip(c10::ArrayRef<c10::IValue> arguments) {
   return complex && (!complex_decompose() || undecomposable);
 }
 
+// Step 4 of Note [Host execution]: the op on the simulated clock.
+void charge_host_op(const OpInfo& info, bool fallback, c10::DeviceIndex device,
+                    c10::ArrayRef<at::Tensor> inputs, uint64_t input_bytes, uint64_t out_bytes,
+                    c10::ArrayRef<c10::IValue> outputs) {
+  auto& queue = current_queue(device);
+  const auto& instance = system().instance();
+  const bool tracing = trnsim::tracing_enabled();
+  if (fallback) {
+    const double ns =
+        trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost, input_bytes) +
+        trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice, out_bytes);
+    queue.launch(info.name, transfer_cost(ns, input_bytes + out_bytes), ns,
+                 tracing ? "CPU fallback: " + describe_tensors(inputs) : std::string());
+    ++info.counter->fallback;
+    ++info.counter->executed;
+    return;
+  }
+  queue.launch(info.name,
+               estimate_cost(instance, info.op_class, info.name, inputs, outputs,
+                             input_bytes + out_bytes),
+               tracing ? describe_tensors(inputs) : std::string());
+  ++info.counter->executed;
+}
+
 // Steps 1 to 3 of Note [Host execution].
 void execute(const c10::OperatorHandle& op, HostRun& run, torch::jit::Stack* stack,
              c10::DeviceIndex& device, uint64_t& out_bytes) {
@@ -583,6 +608,14 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool fallback =
       info.op_class == OpClass::Fallback || complex_round_trip(arguments);
   if (fallback) check_fallback_allowed(info.name);
+  if (!execution_enabled()) {
+    // Note [Predict-only execution]: the results' geometry from meta kernels, no values (so
+    // no index checks and no float64 narrowing either).
+    const PredictedOp predicted = predict_on_meta(op, stack);
+    charge_host_op(info, fallback, predicted.device, predicted.inputs, predicted.input_bytes,
+                   predicted.output_bytes, torch::jit::last(*stack, schema.returns().size()));
+    return;
+  }
 
   if (info.op_class == OpClass::GpSimd) {
     try {
@@ -630,26 +663,9 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     execute(op, *run, stack, device, out_bytes);
   }
 
-  auto& queue = current_queue(device);
-  const auto& instance = system().instance();
-  const bool tracing = trnsim::tracing_enabled();
-  if (fallback) {
-    const double ns =
-        trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost, run->input_bytes()) +
-        trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice, out_bytes);
-    queue.launch(info.name, transfer_cost(ns, run->input_bytes() + out_bytes), ns,
-                 tracing ? "CPU fallback: " + describe_tensors(run->inputs()) : std::string());
-    ++info.counter->fallback;
-    ++info.counter->executed;
-    return;
-  }
   const auto outputs = torch::jit::last(*stack, schema.returns().size());
-  if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, outputs);
-  queue.launch(info.name,
-               estimate_cost(instance, info.op_class, info.name, run->inputs(), outputs,
-                             run->input_bytes() + out_bytes),
-               tracing ? describe_tensors(run->inputs()) : std::string());
-  ++info.counter->executed;
+  if (!fallback && info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, outputs);
+  charge_host_op(info, fallback, device, run->inputs(), run->input_bytes(), out_bytes, outputs);
 }
 
 at::Tensor adopt_host_result(at::Tensor t, c10::DeviceIndex device) {

@@ -1,6 +1,10 @@
 #include "aten/OpCost.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+#include "aten/StreamingPasses.h"
 
 namespace torch_neuron {
 namespace {
@@ -41,7 +45,11 @@ trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& n
     return trnsim::streaming_cost(instance, trnsim::Engine::Vector, max_numel(inputs), bytes);
   }
   const at::Tensor& lhs = inputs[lhs_index];
-  const int64_t k = lhs.dim() >= 1 ? lhs.size(-1) : 1;
+  // An outer product (addr, outer, ger) contracts over nothing: K = 1.
+  const bool outer = name.find("::addr") != std::string::npos ||
+                     name.find("::outer") != std::string::npos ||
+                     name.find("::ger") != std::string::npos;
+  const int64_t k = outer ? 1 : lhs.dim() >= 1 ? lhs.size(-1) : 1;
   const int64_t n = out.dim() >= 2 ? out.size(-1) : 1;
   const int64_t m = out.dim() >= 2 ? out.size(-2) : std::max<int64_t>(out.numel(), 1);
   int64_t batch = out.dim() >= 2 ? out.numel() / std::max<int64_t>(m * n, 1) : 1;
@@ -73,6 +81,33 @@ trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::stri
   const int64_t positions = activation.numel() / std::max<int64_t>(activation.size(1), 1);
   return trnsim::matmul_cost(instance, backward ? 2 : 1, positions, k, channels_out,
                              matmul_precision(weight->scalar_type()), bytes);
+}
+
+// "softmax_backward_data" from "aten::_softmax_backward_data.out".
+std::string_view base_name(const std::string& name) {
+  std::string_view base(name);
+  if (base.rfind("aten::", 0) == 0) base.remove_prefix(6);
+  while (!base.empty() && base.front() == '_') base.remove_prefix(1);
+  const size_t dot = base.find('.');
+  return dot == std::string_view::npos ? base : base.substr(0, dot);
+}
+
+// HBM traffic of a gather (index_select, embedding, gather, take, index): the rows it touches,
+// not the whole table it picks them from. It reads as many elements as it writes, plus the
+// indices; an upper bound for the ops that are not gathers (the caller takes the minimum).
+uint64_t gather_bytes(std::string_view base, c10::ArrayRef<at::Tensor> inputs,
+                      const at::Tensor& out) {
+  const bool gather = base == "index_select" || base == "embedding" || base == "gather" ||
+                      base == "take" || base == "index";
+  if (!gather || !out.defined()) return UINT64_MAX;
+  uint64_t bytes = 2 * out.nbytes();
+  for (const auto& t : inputs) {
+    if (t.defined() && !c10::isFloatingType(t.scalar_type()) &&
+        !c10::isComplexType(t.scalar_type())) {
+      bytes += t.nbytes();
+    }
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -140,14 +175,55 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
     case OpClass::Convolution:
       return convolution(instance, name, inputs, out, bytes);
     case OpClass::Scalar:
-      return trnsim::streaming_cost(instance, trnsim::Engine::Scalar, elements, bytes);
     case OpClass::GpSimd:
-      return trnsim::streaming_cost(instance, trnsim::Engine::GpSimd, elements, bytes);
     case OpClass::Vector:
     case OpClass::Fallback:
       break;
   }
-  return trnsim::streaming_cost(instance, trnsim::Engine::Vector, elements, bytes);
+  const std::string_view base = base_name(name);
+  if (op_class == OpClass::GpSimd) {
+    const uint64_t gathered = gather_bytes(base, inputs, out);
+    if (gathered < bytes) {
+      // A gather's work is its output rows, not the table it picks them from.
+      bytes = gathered;
+      elements = out.numel() * (complex ? 2 : 1);
+    }
+  }
+  trnsim::OpCost cost;
+  cost.flops = static_cast<double>(elements);
+  cost.set_bytes(instance, bytes);
+  const auto count = static_cast<uint64_t>(elements);
+  const bool sixteen_bit = out.defined() && (out.scalar_type() == c10::kBFloat16 ||
+                                             out.scalar_type() == c10::kHalf);
+  if (const PassPlan* plan = composite_passes(base)) {
+    for (int i = 0; i < plan->count; ++i) {
+      cost.add_pass(instance, plan->passes[i].engine, count, plan->passes[i].pass, sixteen_bit);
+    }
+    return cost;
+  }
+  // Two operands streamed element by element make a tensor-tensor instruction; a second
+  // operand of one element is an immediate (tensor-scalar). A list op cannot tell from its
+  // flattened lists: it is costed as one input per element.
+  int streamed = 0;
+  for (const auto& t : inputs) streamed += t.defined() && t.numel() > 1 ? 1 : 0;
+  const bool two_inputs = !foreach && streamed >= 2;
+  switch (op_class) {
+    case OpClass::Scalar:
+      // The function on ScalarE; a second operand (a gradient to multiply) on VectorE.
+      cost.add_pass(instance, trnsim::Engine::Scalar, count);
+      if (two_inputs) {
+        cost.add_pass(instance, trnsim::Engine::Vector, count, trnsim::Pass::TwoInput,
+                      sixteen_bit);
+      }
+      return cost;
+    case OpClass::GpSimd:
+      cost.add_pass(instance, trnsim::Engine::GpSimd, count);
+      return cost;
+    default:
+      cost.add_pass(instance, trnsim::Engine::Vector, count,
+                    two_inputs ? trnsim::Pass::TwoInput : trnsim::Pass::OneInput, sixteen_bit);
+      return cost;
+  }
 }
 
 }  // namespace torch_neuron

@@ -9,6 +9,7 @@
 #include "aten/HostExecution.h"
 #include "aten/HostView.h"
 #include "aten/Launch.h"
+#include "aten/PredictOnly.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/Generator.h"
 #include "runtime/Runtime.h"
@@ -26,28 +27,32 @@ const at::Generator& gen_for(const at::Tensor& self, const std::optional<at::Gen
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
-  host_view(self).normal_(mean, std, gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).normal_(mean, std, generator);
   static const OpHandle op("aten::normal_");
   launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
-  host_view(self).uniform_(from, to, gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).uniform_(from, to, generator);
   static const OpHandle op("aten::uniform_");
   launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
-  host_view(self).random_(gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).random_(generator);
   static const OpHandle op("aten::random_");
   launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
-  host_view(self).random_(to, gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).random_(to, generator);
   static const OpHandle op("aten::random_");
   launch_streaming(op, self, self.nbytes());
   return self;
@@ -55,14 +60,16 @@ at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator>
 
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                         std::optional<at::Generator> gen) {
-  host_view(self).random_(from, to, gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).random_(from, to, generator);
   static const OpHandle op("aten::random_");
   launch_streaming(op, self, self.nbytes());
   return self;
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
-  host_view(self).bernoulli_(p, gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).bernoulli_(p, generator);
   static const OpHandle op("aten::bernoulli_");
   launch_streaming(op, self, self.nbytes());
   return self;
@@ -74,14 +81,16 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
   TORCH_CHECK(p.device() == self.device() || p.device().is_cpu(),
               "bernoulli_: the probabilities are on ", p.device(), " but the tensor is on ",
               self.device());
-  host_view(self).bernoulli_(host_view(p), gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).bernoulli_(host_view(p), generator);
   static const OpHandle op("aten::bernoulli_");
   launch_streaming(op, self, self.nbytes() + p.nbytes());
   return self;
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
-  host_view(self).exponential_(lambd, gen_for(self, gen));
+  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
+  if (execution_enabled()) host_view(self).exponential_(lambd, generator);
   static const OpHandle op("aten::exponential_");
   launch_streaming(op, self, self.nbytes());
   return self;
@@ -101,6 +110,12 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   }
   const auto device = input.device().index();
+  if (!execution_enabled()) {  // Note [Predict-only execution]: charged, not drawn
+    at::Tensor output = at::empty_like(input);
+    at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+    charge_device_op("aten::native_dropout", OpClass::Vector, device, {input}, {output, mask});
+    return {output, mask};
+  }
   const double keep = 1. - p;
   const double scale = keep == 0 ? 0. : 1. / keep;  // p == 1 drops everything, without NaNs
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));

@@ -101,6 +101,7 @@
 #include "aten/HostExecution.h"
 #include "aten/HostView.h"
 #include "aten/IndexChecks.h"
+#include "aten/PredictOnly.h"
 #include "aten/OpCost.h"
 #include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
@@ -371,8 +372,10 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
     return false;
   }
 
-  // Fallback ops, and ops needing an index check this signature does not fit, go boxed.
+  // Fallback ops, ops needing an index check this signature does not fit, and every op in
+  // predict-only mode (Note [Predict-only execution]) go boxed.
   static bool typed_path(const UnboxedOpInfo& info) {
+    if (!execution_enabled()) return false;
     switch (info.index_check) {
       case IndexCheck::None: return info.op_class != OpClass::Fallback;
       case IndexCheck::DimIndex: return dim_index_signature();

@@ -15,6 +15,7 @@
 #include "aten/HostExecution.h"
 #include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
+#include "aten/PredictOnly.h"
 #include "profiler/SimulationOverhead.h"
 #include "runtime/DeviceAllocator.h"
 #include "python/Distributed.h"
@@ -43,6 +44,13 @@ py::dict instance_info() {
   d["bf16_tflops_per_chip"] = chip.bf16_tflops;
   d["fp32_tflops_per_chip"] = chip.fp32_tflops;
   d["fp8_tflops_per_chip"] = chip.fp8_tflops;
+  // The peaks the cost model uses, from the TensorE clock and array size (tensor_engine.h):
+  // MFU is measured against these.
+  d["peak_bf16_tflops_per_core"] = trnsim::peak_flops_per_ns(inst, trnsim::Precision::BF16) / 1e3;
+  d["peak_fp32_tflops_per_core"] = trnsim::peak_flops_per_ns(inst, trnsim::Precision::FP32) / 1e3;
+  d["peak_fp8_tflops_per_core"] = trnsim::peak_flops_per_ns(inst, trnsim::Precision::FP8) / 1e3;
+  // What a core's DMA queues stream between HBM and SBUF: the HBM bandwidth utilization's base.
+  d["stream_gbps_per_core"] = inst.core_stream_gbps();
   d["tensor_engine_ghz"] = chip.tensor_ghz;
   d["vector_engine_ghz"] = chip.vector_ghz;
   d["scalar_engine_ghz"] = chip.scalar_ghz;
@@ -166,6 +174,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_ops", wrap_pybind_function(&fallback_ops));
   m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));
   m.def("_set_fallback_error", wrap_pybind_function(&set_fallback_error));
+  m.def("_set_execute", wrap_pybind_function(&set_execution_enabled));
+  m.def("_execute_enabled", wrap_pybind_function(&execution_enabled));
   m.def("_fallback_is_error", wrap_pybind_function(&fallback_is_error));
   m.def("_first_collective_stream", [] { return kFirstCollectiveStream; });
   bind_distributed(m);

@@ -18,7 +18,7 @@ NEURON_ENV_VARS = (
     "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG",
     "TORCH_NEURONX_COMPLEX_DECOMPOSE", "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
     "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
-    "TORCH_NEURONX_DEBUG_DIR", "TORCH_NEURON_INJECT_FAULT",
+    "TORCH_NEURONX_DEBUG_DIR", "TORCH_NEURON_INJECT_FAULT", "TORCH_NEURON_EXECUTE",
 )
 
 
@@ -55,6 +55,7 @@ def _restore_neuron_state():
     import torch_neuron
 
     torch_neuron.set_fallback_error(False)
+    torch_neuron.set_execute(True)
     if torch.neuron.is_available():
         for i in range(torch.neuron.device_count()):
             torch.neuron.set_stream(torch.neuron.default_stream(i))

@@ -5,16 +5,20 @@
 namespace trnsim {
 namespace {
 
-// Trainium1, NeuronCore-v2: Trn1 architecture page of the Neuron docs.
+// Trainium1, NeuronCore-v2: Trn1 architecture page of the Neuron docs. DMA: 16 engines per core
+// at 17 B/ns each, 272 GB/s per core (NKI "DMA bandwidth" guide, nki-dma-bandwidth-guide.rst).
 const ChipSpec kTrainium1{
     "Trainium1", "NeuronCore-v2", /*physical_cores=*/2,
     /*tensor_ghz=*/2.8, /*vector_ghz=*/1.12, /*scalar_ghz=*/1.4, /*gpsimd_ghz=*/1.4,
     /*sbuf=*/24 * kMiB, /*psum=*/2 * kMiB,
     /*hbm_bytes=*/32 * kGiB, /*hbm_gbps=*/820.0, /*dma_gbps=*/1000.0, /*link_gbps=*/384.0,
     /*bf16_tflops=*/190.0, /*fp32_tflops=*/47.5, /*fp8_tflops=*/190.0,
-    /*dma_engines_per_core=*/16};
+    /*dma_engines_per_core=*/16, /*dma_engine_gbps=*/17.0, /*fp8_rows=*/128,
+    /*vector_performance_mode=*/false};
 
-// Trainium2, NeuronCore-v3: Trn2 architecture page. FP8 runs at twice the BF16 rate.
+// Trainium2, NeuronCore-v3: Trn2 architecture page. FP8 runs at twice the BF16 rate ("double
+// row", NKI Trainium2 architecture guide); VectorE has its BF16/FP16 performance mode (same
+// guide). DMA: 16 engines per physical core at 23 B/ns (DMA bandwidth guide).
 // NeuronLink-v3: 1,024 GB/s per chip within an instance (Trn2 page, "Intra-instance NeuronLink-v3
 // bandwidth"; the 256 GB/s inter-instance links of an UltraServer are not modelled).
 const ChipSpec kTrainium2{
@@ -23,7 +27,8 @@ const ChipSpec kTrainium2{
     /*sbuf=*/28 * kMiB, /*psum=*/2 * kMiB,
     /*hbm_bytes=*/96 * kGiB, /*hbm_gbps=*/2900.0, /*dma_gbps=*/3500.0, /*link_gbps=*/1024.0,
     /*bf16_tflops=*/667.0, /*fp32_tflops=*/181.0, /*fp8_tflops=*/1299.0,
-    /*dma_engines_per_core=*/16};
+    /*dma_engines_per_core=*/16, /*dma_engine_gbps=*/23.0, /*fp8_rows=*/256,
+    /*vector_performance_mode=*/true};
 
 }  // namespace
 

@@ -1,58 +1,52 @@
 // The cost model: how long an op takes on one logical NeuronCore.
 //
-// A roofline per engine, evaluated on the tiling the hardware uses (Neuron docs, "NeuronCore
-// architecture"): TensorE is a 128x128 systolic array fed from SBUF that accumulates into PSUM
-// banks of 512 fp32 columns, so a matmul runs as ceil(M/128) x ceil(K/128) x ceil(N/512) tiles;
-// VectorE, ScalarE and GpSimdE stream 128 partitions per cycle at their own clocks; all of them
-// read and write HBM at the core's share of the chip's bandwidth. Engines of a core work in
-// parallel, so an op takes as long as its busiest engine (or its HBM traffic), plus the launch
-// overhead.
+// An op is the instructions the hardware would run for it, costed per engine from the NKI
+// architecture and performance guides: TensorE matmul instructions (tensor_engine.h), passes of
+// VectorE, ScalarE and GpSimdE over 128 partitions (streaming_engine.h), and the DMA traffic
+// between HBM and SBUF at what the core's DMA engines can stream (InstanceSpec::
+// core_stream_gbps). The engines and the DMA queues of a core work in parallel, so an op takes
+// as long as its busiest engine or its HBM traffic, plus the launch overhead.
 #pragma once
 
 #include <array>
 #include <cstdint>
 
 #include "trnsim/instance.h"
+#include "trnsim/streaming_engine.h"
+#include "trnsim/tensor_engine.h"
 
 namespace trnsim {
 
 // Assumption (not in the Neuron docs): fixed cost of launching one op on a NeuronCore
-// (instruction fetch, semaphore handshakes between engines), ns.
+// (instruction fetch, the first DMA's semaphore-to-start, about 1.3 us in the NKI DMA guide,
+// and the last write's completion), ns.
 constexpr double kLaunchOverheadNs = 1500.0;
-
-// TensorE geometry (Neuron docs): 128x128 processing elements; one PSUM bank holds 512 fp32
-// accumulators per partition, which bounds the N tile.
-constexpr int64_t kTensorTileM = 128, kTensorTileK = 128, kTensorTileN = 512;
-// Partitions (lanes) that VectorE, ScalarE and GpSimdE process per cycle.
-constexpr int64_t kEngineLanes = 128;
-
-enum class Engine { Tensor = 0, Vector, Scalar, GpSimd, Dma };
-constexpr int kEngineCount = 5;
-const char* engine_name(Engine engine);
-
-// Matmul input precision: picks the TensorE rate.
-enum class Precision { FP8, BF16, FP32 };
 
 struct OpCost {
   std::array<double, kEngineCount> engine_ns{};  // busy time of each engine
   double flops = 0;                               // arithmetic work
   uint64_t bytes = 0;                             // HBM traffic (read + write)
-  double hbm_ns = 0;                              // time to move `bytes` at the core's share
+  double hbm_ns = 0;                              // time to move `bytes` through the DMA queues
 
   // Launch overhead plus the longest of the engines and the HBM traffic.
   double duration_ns() const;
+  // Adds one streaming pass of `engine` over `elements` (a step of a composite op).
+  void add_pass(const InstanceSpec& instance, Engine engine, uint64_t elements,
+                Pass pass = Pass::OneInput, bool sixteen_bit = false);
+  void set_bytes(const InstanceSpec& instance, uint64_t bytes);
 };
 
-// batch x [m, k] @ [k, n].
+// batch x [m, k] @ [k, n]: TensorE, plus copying the fp32 results out of PSUM on VectorE and
+// ScalarE.
 OpCost matmul_cost(const InstanceSpec& instance, int64_t batch, int64_t m, int64_t k, int64_t n,
                    Precision precision, uint64_t bytes);
-// `elements` processed on one streaming engine (Vector, Scalar or GpSimd) with `bytes` of
+// One pass of a streaming engine (Vector, Scalar or GpSimd) over `elements`, with `bytes` of
 // HBM traffic.
 OpCost streaming_cost(const InstanceSpec& instance, Engine engine, uint64_t elements,
-                      uint64_t bytes);
+                      uint64_t bytes, Pass pass = Pass::OneInput, bool sixteen_bit = false);
 
-// Peak dense FLOP/s of one logical core at a precision.
-double peak_flops_per_ns(const InstanceSpec& instance, Precision precision);
+// Time to stream `bytes` between HBM and SBUF on one logical core, ns.
+double hbm_ns(const InstanceSpec& instance, uint64_t bytes);
 
 // Shorthand used by the runtime for pure data movement on the device.
 double streaming_duration_ns(const InstanceSpec& instance, uint64_t bytes);

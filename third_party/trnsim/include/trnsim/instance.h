@@ -25,10 +25,20 @@ struct ChipSpec {
   double hbm_gbps;           // HBM bandwidth per chip, GB/s (1e9 bytes/s)
   double dma_gbps;           // aggregate DMA bandwidth per chip, GB/s
   double link_gbps;          // NeuronLink bandwidth per chip within an instance, GB/s
+  // The dense TFLOPS per chip the product pages state. The cost model derives its peaks from
+  // the TensorE clock and array size instead (tensor_engine.h); these are kept to check that
+  // the two agree within a few percent.
   double bf16_tflops;        // dense BF16/FP16 per chip
   double fp32_tflops;        // dense FP32 per chip
   double fp8_tflops;         // dense FP8 per chip (0 when the chip has no FP8 rate of its own)
-  int dma_engines_per_core;
+  int dma_engines_per_core;  // per physical core
+  double dma_engine_gbps;    // one DMA engine's streaming rate, GB/s (bytes per ns)
+  // TensorE contraction rows per FP8 matmul instruction: 128, or 256 where the engine's FP8
+  // "double row" mode processes two rows per PE (NeuronCore-v3), which doubles its FP8 rate.
+  int fp8_rows;
+  // NeuronCore-v3 VectorE "performance mode": BF16/FP16 copies and tensor-scalar ops at 4x the
+  // NeuronCore-v2 element rate, tensor-tensor ops at 2x.
+  bool vector_performance_mode;
 };
 
 // One EC2 instance type. A logical NeuronCore is one framework device (`neuron:i`).
@@ -49,6 +59,14 @@ struct InstanceSpec {
   double core_bf16_tflops() const { return chip->bf16_tflops / logical_cores_per_chip; }
   double core_fp32_tflops() const { return chip->fp32_tflops / logical_cores_per_chip; }
   double core_hbm_gbps() const { return chip->hbm_gbps / logical_cores_per_chip; }
+  // What a logical core's DMA engines can stream between HBM and SBUF, GB/s: its DMA engines'
+  // aggregate rate, bounded by its HBM share. On Trainium1 the DMA engines are the limit
+  // (272 of 410 GB/s, NKI DMA bandwidth guide); on Trainium2 the HBM share is.
+  double core_stream_gbps() const {
+    const double dma = chip->dma_engines_per_core * chip->dma_engine_gbps *
+                       physical_cores_per_logical();
+    return dma < core_hbm_gbps() ? dma : core_hbm_gbps();
+  }
 };
 
 // The instance used when TORCH_NEURON_INSTANCE is unset.

@@ -3,13 +3,17 @@
     python -m torch_neuron run SCRIPT.py [ARGS] [--instance NAME] [--trace OUT.json] [--plot OUT.png]
     python -m torch_neuron run --nproc-per-node N [--nnodes M] SCRIPT.py [ARGS] [--instance NAME]
                                [--trace OUT.json]   # a distributed script, one report of all ranks
+    python -m torch_neuron run --no-execute SCRIPT.py [ARGS]   # predict only: nothing computed
+    python -m torch_neuron fidelity [--sources]    # published Trainium measurements vs the model
     python -m torch_neuron info [--instance NAME]  # the simulated Trainium instance
     python -m torch_neuron cmake-prefix-path       # for cmake -DCMAKE_PREFIX_PATH=... (C++)
 
 `run` executes an unmodified script that uses device "neuron" and prints, at its end, how long
 its work would take on the chosen Trainium instance and where the time goes. Its options may
 come before or after the script's own arguments; put script arguments after `--` if they
-clash with them.
+clash with them. With --no-execute the script runs in predict-only mode (TORCH_NEURON_EXECUTE=0):
+every op is timed and allocates HBM, nothing is computed, so full-size models are predicted in
+seconds; what needs values (printing a tensor, .item() of an integer) raises.
 
 With --nproc-per-node N, `run` launches a distributed script as torchrun would: N ranks per
 simulated instance (rank on neuron:LOCAL_RANK, backend "neuron"), M instances with --nnodes M,
@@ -56,16 +60,22 @@ def info(args: argparse.Namespace) -> None:
     print(f"instance:      {inst['name']} ({inst['chips']} x {inst['chip']}, {inst['core_version']})")
     print(f"devices:       {count} (neuron:0..neuron:{count - 1})")
     print(f"HBM per core:  {torch.neuron.get_device_properties(0).total_memory / 2**30:.1f} GiB")
-    print(f"peak BF16:     {inst['bf16_tflops_per_chip']:g} TFLOPS per chip")
-    print(f"peak FP32:     {inst['fp32_tflops_per_chip']:g} TFLOPS per chip")
+    # The model's peaks come from the TensorE clock and its 128x128 array; the product page's
+    # per-chip figure is shown beside them.
+    print(f"peak BF16:     {inst['peak_bf16_tflops_per_core']:.1f} TFLOPS per core "
+          f"(product page: {inst['bf16_tflops_per_chip']:g} per chip)")
+    print(f"peak FP32:     {inst['peak_fp32_tflops_per_core']:.1f} TFLOPS per core")
+    print(f"HBM streaming: {inst['stream_gbps_per_core']:.0f} GB/s per core")
 
 
 RUN_OPTIONS = {"--instance": "instance", "--trace": "trace", "--plot": "plot",
                "--nproc-per-node": "nproc", "--nproc_per_node": "nproc", "--nnodes": "nnodes",
                # Internal: a rank started by the launcher writes its records to this directory.
                "--rank-report-dir": "rank_report_dir"}
+# Options that take no value.
+RUN_FLAGS = {"--no-execute": "no_execute"}
 RUN_USAGE = ("usage: python -m torch_neuron run [--nproc-per-node N [--nnodes M]] SCRIPT.py [ARGS] "
-             "[--instance NAME] [--trace OUT.json] [--plot OUT.png]")
+             "[--instance NAME] [--trace OUT.json] [--plot OUT.png] [--no-execute]")
 
 
 def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]:
@@ -78,7 +88,9 @@ def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]
         if token == "--":
             script_args += tokens[i + 1:]
             break
-        if name in RUN_OPTIONS:
+        if token in RUN_FLAGS:
+            options[RUN_FLAGS[token]] = True
+        elif name in RUN_OPTIONS:
             if not has_value:
                 i += 1
                 if i == len(tokens):
@@ -135,6 +147,12 @@ def run(tokens: list[str]) -> int:
     except RuntimeError as e:  # a bad --instance
         print(f"python -m torch_neuron run: error: {e}", file=sys.stderr)
         return 1
+    if options.get("no_execute"):
+        if "nproc" in options or "nnodes" in options:
+            print("python -m torch_neuron run: --no-execute predicts one process; a distributed "
+                  "script's collectives move data", file=sys.stderr)
+            return 2
+        torch_neuron.set_execute(False)
     if "nproc" in options or "nnodes" in options:
         return launch_ranks(options, script, script_args)
     rank_report_dir = options.get("rank_report_dir")
@@ -193,6 +211,10 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "run":
         sys.exit(run(argv[1:]))
+    if argv and argv[0] == "fidelity":
+        from torch_neuron import fidelity
+
+        sys.exit(fidelity.main(argv[1:]))
     parser = argparse.ArgumentParser(prog="python -m torch_neuron", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
@@ -202,8 +224,11 @@ def main(argv: list[str] | None = None) -> None:
     info_parser.add_argument("--instance", help="instance type (default: TORCH_NEURON_INSTANCE)")
     info_parser.set_defaults(run=info)
     commands.add_parser("run", help="run SCRIPT.py on the simulated instance and report "
-                        "its predicted time (options: --instance, --trace, --plot; "
-                        "--nproc-per-node N [--nnodes M] for a distributed script)")
+                        "its predicted time (options: --instance, --trace, --plot, "
+                        "--no-execute; --nproc-per-node N [--nnodes M] for a distributed "
+                        "script)")
+    commands.add_parser("fidelity", help="published Trainium measurements beside the "
+                        "simulator's predictions (--sources: where each was published)")
     args = parser.parse_args(argv)
     try:
         args.run(args)

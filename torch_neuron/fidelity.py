@@ -1,6 +1,6 @@
 """Published Trainium measurements beside the simulator's predictions.
 
-    python -m torch_neuron fidelity          # the table, per-anchor ratios and median errors
+    python -m torch_neuron fidelity [--sources] [--json]   # the table, ratios, median errors
 
 Each anchor is a number AWS published for real Trainium hardware (a kernel's latency, a model's
 inference latency or training throughput), the workload that produced it written as ordinary
@@ -254,6 +254,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(table(predictions))
     if "--sources" in argv:
         print("\n" + sources())
+    if "--json" in argv:  # for tests and scripts: one JSON document on the last line
+        print(json.dumps({"predictions": predictions, "summary": summary(predictions)}))
     return 0
 
 

@@ -127,6 +127,13 @@ class profile:
         return mfu([r for r in self.records if r["device"] == device], self.span_ns(device),
                    _C._instance_info())
 
+    def hbm_utilization(self, device: int) -> float:
+        """HBM traffic of the device's ops over what its DMA queues can stream in the span
+        (the core's streaming bandwidth, InstanceSpec::core_stream_gbps)."""
+        span = self.span_ns(device)
+        traffic = sum(r["bytes"] for r in self.compute_records() if r["device"] == device)
+        return traffic / (span * _C._instance_info()["stream_gbps_per_core"]) if span else 0.0
+
     def by_op(self) -> list[dict]:
         """Per op name: calls, simulated time, FLOPs, bytes; sorted by time. Collectives are
         not ops: see collective_records() and the summary's "Collectives" section."""
@@ -146,6 +153,7 @@ class profile:
             util = self.engine_utilization(d)
             engines = "  ".join(f"{e} {util[e]:.0%}" for e in ENGINES)
             lines += ["", f"neuron:{d}: span {self.span_ns(d) / 1e3:.1f} us, MFU {self.mfu(d):.1%}, "
+                      f"HBM bandwidth {self.hbm_utilization(d):.1%}, "
                       f"peak HBM {self.peak_hbm.get(d, 0) / 2**20:.1f} MiB",
                       f"  engine busy: {engines}"]
             if any(r["device"] == d for r in collectives):
@@ -175,7 +183,9 @@ class profile:
 
     def plot(self, path: str, top: int = 12) -> None:
         """A PNG (needs matplotlib): the timeline of each device's streams and engines on top,
-        simulated time per op below."""
+        simulated time per op in the middle, and the roofline below: each op placed by its
+        arithmetic intensity (FLOPs per HBM byte) and achieved TFLOP/s under the core's peak
+        and its HBM streaming bandwidth."""
         import matplotlib
 
         matplotlib.use("Agg")
@@ -183,9 +193,9 @@ class profile:
 
         devices = self.devices()[:1]  # the first device keeps the picture readable
         rows = self.by_op()[:top][::-1]
-        fig, (timeline, bars) = plt.subplots(
-            2, 1, figsize=(10, 3.2 + 0.35 * len(rows)),
-            gridspec_kw={"height_ratios": [1.2, max(1, len(rows) / 6)]})
+        fig, (timeline, bars, roof) = plt.subplots(
+            3, 1, figsize=(10, 7.2 + 0.35 * len(rows)),
+            gridspec_kw={"height_ratios": [1.2, max(1, len(rows) / 6), 1.6]})
         tracks = []
         for d in devices:
             streams = sorted({r["queue"] for r in self.records if r["device"] == d})
@@ -214,9 +224,36 @@ class profile:
         bars.barh([r["name"] for r in rows], [r["time_ns"] / 1e3 for r in rows],
                   color=[colors.get(r["name"], "#888888") for r in rows])
         bars.set_xlabel("simulated time per op (us)")
+        roofline(roof, rows, colors)
         fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)
+
+
+def roofline(ax, rows: list[dict], colors: dict) -> None:
+    """The roofline of one logical core on `ax`, with the ops of `rows` (op_rows) on it."""
+    info = _C._instance_info()
+    peak = info["peak_bf16_tflops_per_core"]
+    stream = info["stream_gbps_per_core"]  # GB/s = bytes/ns; x FLOP/byte -> GFLOP/s
+    points = [(r["flops"] / r["bytes"], r["flops"] / r["time_ns"] / 1e3, r)
+              for r in rows if r["flops"] > 0 and r["bytes"] > 0 and r["time_ns"] > 0]
+    low = min([p[0] for p in points] + [0.01]) / 2
+    high = max([p[0] for p in points] + [4 * peak * 1e3 / stream])
+    xs = [low * (high / low) ** (i / 100) for i in range(101)]
+    ax.plot(xs, [min(peak, x * stream / 1e3) for x in xs], color="black", linewidth=1,
+            label=f"BF16 peak {peak:.0f} TFLOP/s, HBM {stream:.0f} GB/s")
+    ax.plot(xs, [min(info["peak_fp32_tflops_per_core"], x * stream / 1e3) for x in xs],
+            color="grey", linewidth=1, linestyle="--", label="FP32 peak")
+    for intensity, tflops, r in points:
+        ax.scatter(intensity, tflops, color=colors.get(r["name"], "#888888"), zorder=3)
+        ax.annotate(r["name"].replace("aten::", ""), (intensity, tflops), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per HBM byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title("roofline of one core")
+    ax.legend(fontsize=7, loc="lower right")
 
 
 # -- shared with the report of several ranks (torch_neuron/_distributed_report.py) -------------

@@ -98,3 +98,13 @@ def test_readme_documents_the_distributed_main_job():
     text = (ROOT / "README.md").read_text()
     assert ("python -m torch_neuron run --nproc-per-node 4 examples/train_fsdp.py "
             "--trace trace.json") in text
+
+
+def test_readme_full_size_prediction_is_what_a_run_prints():
+    """The predict-only example's lines in the README (all but the host time) are a fresh
+    run's."""
+    text = (ROOT / "README.md").read_text()
+    shown = re.search(r"```\n(predicted on .*?)```", text, re.S).group(1).splitlines()
+    out = run(["examples/predict_full_size.py"]).splitlines()
+    assert [line for line in out if not line.startswith("(host")] == \
+        [line for line in shown if not line.startswith("(host")]

@@ -52,6 +52,8 @@ class profile:
         self.peak_hbm: dict[int, int] = {}
         self._fallback_before: dict[str, int] = {}
         self._recorded: list[dict] = []
+        self.compiles = {"graphs": 0, "recompiles": 0}  # torch.compile during the profile
+        self._compiles_before: dict[str, int] = {}
 
     def __enter__(self):
         if _active:
@@ -63,6 +65,7 @@ class profile:
             for i in range(torch.neuron.device_count()):
                 torch.neuron.reset_peak_memory_stats(i)
         self._fallback_before = get_fallback_ops()
+        self._compiles_before = _compile_counts()
         self._recorded = []
         _active.append(self)
         _C._set_tracing(True)
@@ -80,6 +83,8 @@ class profile:
                              if v > self._fallback_before.get(k, 0)}
         self.peak_hbm = {d: torch.neuron.max_memory_allocated(d)
                          for d in sorted({r["device"] for r in self.records})}
+        now = _compile_counts()
+        self.compiles = {k: now[k] - self._compiles_before.get(k, 0) for k in now}
         if self.trace_path:
             self.export_chrome_trace(self.trace_path)
         return False
@@ -163,6 +168,9 @@ class profile:
                              f"{t['exposed_communication_ns'] / 1e3:.1f} us")
         if collectives:
             lines += ["", "Collectives"] + collectives_table(collectives)
+        if self.compiles["graphs"]:
+            lines += ["", f"torch.compile: {self.compiles['graphs']} graphs compiled, "
+                      f"{self.compiles['recompiles']} of them recompilations"]
         lines += ["", fallback_line(self.fallback_ops)]
         return "\n".join(lines)
 
@@ -254,6 +262,15 @@ def roofline(ax, rows: list[dict], colors: dict) -> None:
     ax.set_ylabel("TFLOP/s")
     ax.set_title("roofline of one core")
     ax.legend(fontsize=7, loc="lower right")
+
+
+def _compile_counts() -> dict:
+    """Graphs torch.compile compiled so far (torch_neuron/_inductor/recompiles.py); none
+    before a program first compiles for neuron."""
+    import sys
+
+    module = sys.modules.get("torch_neuron._inductor.recompiles")
+    return module.counts() if module else {"graphs": 0, "recompiles": 0}
 
 
 # -- shared with the report of several ranks (torch_neuron/_distributed_report.py) -------------

@@ -10,6 +10,7 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -119,10 +120,19 @@ void charge_attention(const char* name, c10::DeviceIndex device, const at::Tenso
 
 // A CPU tensor with `t`'s sizes, strides, dtype and requires_grad but no data: the CPU's backend
 // choice reads only metadata, and under torch.compile the tensors are fake (they have no data).
+// With dynamic shapes (symbolic sizes) the stand-in carries the same symbols.
 at::Tensor metadata_only(const at::Tensor& t) {
   c10::Storage empty(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::kCPU),
                      nullptr, false);
-  auto out = tensor_like(std::move(empty), c10::DispatchKey::CPU, t);
+  at::Tensor out;
+  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+    out = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(empty), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+    out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sym_sizes(), t.sym_strides(),
+                                                      t.sym_storage_offset());
+  } else {
+    out = tensor_like(std::move(empty), c10::DispatchKey::CPU, t);
+  }
   if (t.requires_grad()) out.set_requires_grad(true);
   return out;
 }
@@ -146,6 +156,25 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
              : cpu_choice;
 }
 
+// `result` laid out as torch/_meta_registrations.py lays out a result of its shape for `like`
+// (alloc_with_matching_layout, empty_like): dimensions ordered by like's strides, largest
+// first, densely. A copy (host work inside the kernel) only where the layouts differ.
+at::Tensor with_layout_of(const at::Tensor& result, const at::Tensor& like) {
+  if (!result.defined() || result.dim() != like.dim()) return result;
+  std::vector<int64_t> order(like.dim());
+  for (int64_t d = 0; d < like.dim(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> strides(like.dim());
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= result.size(*it);
+  }
+  if (result.strides() == c10::IntArrayRef(strides)) return result;
+  return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
            at::Tensor, at::Tensor>
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
@@ -158,6 +187,11 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
     std::tie(out, logsumexp) = at::_scaled_dot_product_flash_attention_for_cpu(
         compute_view(query), compute_view(key), compute_view(value), dropout_p, is_causal,
         compute_view(attn_bias), scale);
+    // The CPU kernel's results are transposed views ([B, H, Lq, D] over [B, Lq, H, D]
+    // memory); torch.compile checks results against the overrideable op's meta function,
+    // which lays the output out like the query and the logsumexp contiguously.
+    out = with_layout_of(out, query);
+    logsumexp = logsumexp.contiguous();
   }
   out = device_result(std::move(out), device);
   logsumexp = device_result(std::move(logsumexp), device);
@@ -165,11 +199,12 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
   if (attn_bias.has_value() && attn_bias->defined()) inputs.push_back(*attn_bias);
   charge_attention("aten::_scaled_dot_product_fused_attention_overrideable", device, query, key,
                    value, is_causal, /*backward=*/false, inputs, {out, logsumexp});
-  // Sequence bookkeeping and RNG state belong to variable-length and dropout variants that this
-  // path does not take; they are returned empty, as the CPU flash kernel has none.
-  const auto empty = at::empty({0}, query.options().dtype(at::kLong));
-  return {out, logsumexp, empty, empty, query.size(-2), key.size(-2), empty, empty,
-          at::empty({0}, query.options())};
+  // Sequence bookkeeping and the debug mask belong to variable-length and debugging variants
+  // this path does not take: undefined, as the meta function says. The RNG seed and offset are
+  // 0-dim, as there (Note [Seed and Offset]).
+  const auto rng_state = at::empty({}, query.options().dtype(at::kLong));
+  return {out,       logsumexp,     at::Tensor(), at::Tensor(), query.size(-2), key.size(-2),
+          rng_state, rng_state,     at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
@@ -187,6 +222,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
         compute_view(grad_out), compute_view(query), compute_view(key), compute_view(value),
         compute_view(out), compute_view(logsumexp), dropout_p, is_causal,
         compute_view(std::optional<at::Tensor>(attn_bias)), scale);
+    // Gradients laid out like their inputs, as the meta function (empty_like) says.
+    grad_q = with_layout_of(grad_q, query);
+    grad_k = with_layout_of(grad_k, key);
+    grad_v = with_layout_of(grad_v, value);
   }
   grad_q = device_result(std::move(grad_q), device);
   grad_k = device_result(std::move(grad_k), device);

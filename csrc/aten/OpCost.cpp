@@ -83,15 +83,6 @@ trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::stri
                              matmul_precision(weight->scalar_type()), bytes);
 }
 
-// "softmax_backward_data" from "aten::_softmax_backward_data.out".
-std::string_view base_name(const std::string& name) {
-  std::string_view base(name);
-  if (base.rfind("aten::", 0) == 0) base.remove_prefix(6);
-  while (!base.empty() && base.front() == '_') base.remove_prefix(1);
-  const size_t dot = base.find('.');
-  return dot == std::string_view::npos ? base : base.substr(0, dot);
-}
-
 // HBM traffic of a gather (index_select, embedding, gather, take, index): the rows it touches,
 // not the whole table it picks them from. It reads as many elements as it writes, plus the
 // indices; an upper bound for the ops that are not gathers (the caller takes the minimum).
@@ -180,7 +171,7 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
     case OpClass::Fallback:
       break;
   }
-  const std::string_view base = base_name(name);
+  const std::string_view base = base_op_name(name);
   if (op_class == OpClass::GpSimd) {
     const uint64_t gathered = gather_bytes(base, inputs, out);
     if (gathered < bytes) {
@@ -195,35 +186,16 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
   const auto count = static_cast<uint64_t>(elements);
   const bool sixteen_bit = out.defined() && (out.scalar_type() == c10::kBFloat16 ||
                                              out.scalar_type() == c10::kHalf);
-  if (const PassPlan* plan = composite_passes(base)) {
-    for (int i = 0; i < plan->count; ++i) {
-      cost.add_pass(instance, plan->passes[i].engine, count, plan->passes[i].pass, sixteen_bit);
-    }
-    return cost;
-  }
   // Two operands streamed element by element make a tensor-tensor instruction; a second
   // operand of one element is an immediate (tensor-scalar). A list op cannot tell from its
   // flattened lists: it is costed as one input per element.
   int streamed = 0;
   for (const auto& t : inputs) streamed += t.defined() && t.numel() > 1 ? 1 : 0;
-  const bool two_inputs = !foreach && streamed >= 2;
-  switch (op_class) {
-    case OpClass::Scalar:
-      // The function on ScalarE; a second operand (a gradient to multiply) on VectorE.
-      cost.add_pass(instance, trnsim::Engine::Scalar, count);
-      if (two_inputs) {
-        cost.add_pass(instance, trnsim::Engine::Vector, count, trnsim::Pass::TwoInput,
-                      sixteen_bit);
-      }
-      return cost;
-    case OpClass::GpSimd:
-      cost.add_pass(instance, trnsim::Engine::GpSimd, count);
-      return cost;
-    default:
-      cost.add_pass(instance, trnsim::Engine::Vector, count,
-                    two_inputs ? trnsim::Pass::TwoInput : trnsim::Pass::OneInput, sixteen_bit);
-      return cost;
+  const PassPlan plan = plan_passes(base, op_class, !foreach && streamed >= 2);
+  for (int i = 0; i < plan.count; ++i) {
+    cost.add_pass(instance, plan.passes[i].engine, count, plan.passes[i].pass, sixteen_bit);
   }
+  return cost;
 }
 
 }  // namespace torch_neuron

@@ -45,4 +45,24 @@ const PassPlan* composite_passes(std::string_view name) {
   return nullptr;
 }
 
+PassPlan plan_passes(std::string_view base, OpClass op_class, bool two_inputs) {
+  if (const PassPlan* plan = composite_passes(base)) return *plan;
+  switch (op_class) {
+    case OpClass::Scalar:
+      if (two_inputs) return {{kScalar1, kVector2}, 2};
+      return {{kScalar1}, 1};
+    case OpClass::GpSimd:
+      return {{{Engine::GpSimd, Pass::OneInput}}, 1};
+    default:
+      return {{two_inputs ? kVector2 : kVector1}, 1};
+  }
+}
+
+std::string_view base_op_name(std::string_view base) {
+  if (base.rfind("aten::", 0) == 0) base.remove_prefix(6);
+  while (!base.empty() && base.front() == '_') base.remove_prefix(1);
+  const size_t dot = base.find('.');
+  return dot == std::string_view::npos ? base : base.substr(0, dot);
+}
+
 }  // namespace torch_neuron

@@ -11,6 +11,7 @@
 #include <trnsim/instance.h>
 #include <trnsim/queue.h>
 
+#include "aten/CompiledKernels.h"
 #include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
 #include "aten/OpPolicy.h"
@@ -175,6 +176,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));
   m.def("_set_fallback_error", wrap_pybind_function(&set_fallback_error));
   m.def("_set_execute", wrap_pybind_function(&set_execution_enabled));
+  // torch.compile's generated kernels (torch_neuron/_inductor/scheduling.py): one call per
+  // kernel run, so its arguments are plain numbers.
+  m.def("_charge_kernel",
+        wrap_pybind_function([](int device, const std::string& name, uint64_t bytes,
+                                uint64_t vector_one_input, uint64_t vector_two_input,
+                                uint64_t scalar, uint64_t gpsimd, bool sixteen_bit,
+                                const std::string& detail) {
+          charge_compiled_kernel(static_cast<c10::DeviceIndex>(device), name,
+                                 {bytes, vector_one_input, vector_two_input, scalar, gpsimd,
+                                  sixteen_bit},
+                                 detail);
+        }));
+  m.def("_op_passes", wrap_pybind_function(&op_passes));
+  m.def("_pause_clocks", wrap_pybind_function(&trnsim::pause_clocks));
+  m.def("_resume_clocks", wrap_pybind_function(&trnsim::resume_clocks));
   m.def("_execute_enabled", wrap_pybind_function(&execution_enabled));
   m.def("_fallback_is_error", wrap_pybind_function(&fallback_is_error));
   m.def("_first_collective_stream", [] { return kFirstCollectiveStream; });

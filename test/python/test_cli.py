@@ -143,5 +143,9 @@ def test_info_on_a_large_instance():
     assert "16 x Trainium2" in out
     assert "devices:       64 (neuron:0..neuron:63)" in out
     assert "24.0 GiB" in out  # HBM per logical core: 96 GiB / 4
-    assert "667" in out and "181" in out
+    # Peaks from the TensorE clock (2 x 128 x 128 x 2.4 GHz x 2 physical cores), with the
+    # product page's per-chip figure beside them.
+    assert "peak BF16:     157.3 TFLOPS per core (product page: 667 per chip)" in out
+    assert "peak FP32:     39.3 TFLOPS per core" in out
+    assert "HBM streaming: 725 GB/s per core" in out
 

@@ -96,15 +96,16 @@ def test_info_describes_the_default_instance():
     assert re.search(r"instance:\s+trn2\.3xlarge \(1 x Trainium2, NeuronCore-v3\)", out), out
     assert re.search(r"devices:\s+4 \(neuron:0\.\.neuron:3\)", out), out
     assert re.search(r"HBM per core:\s+24\.0 GiB", out), out
-    assert re.search(r"peak BF16:\s+667 TFLOPS", out), out
-    assert re.search(r"peak FP32:\s+181 TFLOPS", out), out
+    assert re.search(r"peak BF16:\s+157\.3 TFLOPS per core \(product page: 667 per chip\)", out), out
+    assert re.search(r"peak FP32:\s+39\.3 TFLOPS per core", out), out
 
 
 def test_info_follows_the_instance_variable():
     out = torch_neuron_cli("info", env=clean_env(TORCH_NEURON_INSTANCE="trn1.32xlarge"))
     assert re.search(r"instance:\s+trn1\.32xlarge \(16 x Trainium1", out), out
     assert re.search(r"devices:\s+32 ", out), out
-    assert re.search(r"peak BF16:\s+190 TFLOPS", out), out
+    assert re.search(r"peak BF16:\s+91\.8 TFLOPS per core \(product page: 190 per chip\)", out), out
+    assert re.search(r"HBM streaming:\s+272 GB/s per core", out), out
 
 
 def test_cli_without_command_prints_usage():

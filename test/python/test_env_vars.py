@@ -4,6 +4,9 @@
 import os
 import re
 
+import pytest
+import torch
+
 from conftest import run_python, run_python_json
 
 DEVICES = """
@@ -61,14 +64,13 @@ def test_complex_decompose_off_sends_complex_ops_to_the_cpu():
     assert run_python_json(code, env={"TORCH_NEURONX_COMPLEX_DECOMPOSE": "0"}) != []
 
 
-# A graph whose compilation fails: the backend's graph compiler is made to raise.
+# A graph whose compilation fails: Inductor's per-graph compiler is made to raise.
 COMPILE = """
-    import json, warnings, torch, torch_neuron.compile_backend as cb
-    def broken(kind):
-        def compile_graph(gm, inputs):
-            raise RuntimeError("injected compile failure")
-        return compile_graph
-    cb._run_graph_eagerly = broken
+    import json, warnings, torch, torch_neuron
+    import torch._inductor.compile_fx as compile_fx
+    def broken(gm, inputs, **kwargs):
+        raise RuntimeError("injected compile failure")
+    compile_fx.compile_fx_inner = broken
     f = torch.compile(lambda x: x * 2 + 1, backend="neuron", **KWARGS)
     x = torch.arange(4.0, device="neuron")
     with warnings.catch_warnings(record=True) as caught:
@@ -100,6 +102,39 @@ def test_fallback_execution_option_overrides_the_variable():
     out = compile_probe(env={"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "1"},
                         kwargs='{"options": {"fallback_execution": True}}')
     assert out["result"] == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_fallback_execution_covers_the_backward_graph():
+    # AOTAutograd compiles the backward graph at the first backward call: its failure falls
+    # back too, and the gradients are right.
+    code = """
+        import json, warnings, torch, torch_neuron
+        import torch._inductor.compile_fx as compile_fx
+        real = compile_fx.compile_fx_inner
+        def broken_backward(gm, inputs, **kwargs):
+            if kwargs.get("is_backward"):
+                raise RuntimeError("injected backward compile failure")
+            return real(gm, inputs, **kwargs)
+        compile_fx.compile_fx_inner = broken_backward
+        f = torch.compile(lambda x: (x * 3).sin(), backend="neuron")
+        x = torch.arange(4.0, device="neuron", requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                f(x).sum().backward()
+                out = {"grad": x.grad.cpu().tolist()}
+            except Exception as e:
+                out = {"error": str(e)}
+        out["warned"] = any("could not compile a backward graph" in str(w.message)
+                            for w in caught)
+        print(json.dumps(out))
+    """
+    raised = run_python_json(code)
+    assert "injected backward compile failure" in raised["error"]
+    fell_back = run_python_json(code, env={"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "0"})
+    assert fell_back["warned"]
+    want = (3 * torch.cos(3 * torch.arange(4.0))).tolist()
+    assert fell_back["grad"] == pytest.approx(want, rel=1e-6)
 
 
 def test_bad_boolean_names_the_variable():
@@ -137,6 +172,9 @@ def test_preserve_compilation_artifacts_writes_fx_graphs(tmp_path):
     files = sorted(os.listdir(tmp_path / "fx_graphs" / "proc_0"))
     assert sorted(f.split("_")[1] for f in files) == ["backward", "forward"]
     assert all(f.endswith(".fx.txt") for f in files)
+    # The generated code too (Inductor's output module with its C++ kernels).
+    assert sorted(os.listdir(tmp_path / "kernels" / "proc_0")) == ["graph0_forward.py",
+                                                                  "graph1_backward.py"]
     forward = next(f for f in files if "_forward_" in f)
     assert "aten.sin" in (tmp_path / "fx_graphs" / "proc_0" / forward).read_text()
 

@@ -69,7 +69,7 @@ def __getattr__(name):
         return tuple(_generator(i) for i in range(device_count()))
     # The code generators TorchInductor looks up for a PrivateUse1 device (see inductor.py).
     if name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
-        from torch_neuron.neuron.inductor import no_inductor_codegen
+        from torch_neuron.neuron.inductor import inductor_codegen
 
-        return no_inductor_codegen()
+        return inductor_codegen(name)
     raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")

@@ -1,35 +1,37 @@
-"""What torch.compile's default backend, TorchInductor, finds for the neuron device.
+"""What TorchInductor finds for the neuron device when a program compiles with torch.compile's
+default backend on neuron tensors.
 
 Inductor asks a PrivateUse1 device module for its code generators (torch.neuron.Scheduling and
-three wrapper generators). neuron has none: like TorchNeuron, it compiles with
-its own Dynamo backend, torch.compile(model, backend="neuron"). Without an answer Inductor
-fails deep inside with `KeyError: 'neuron'`; these stand-ins make it fail with the fix instead.
+three wrapper generators) the first time it compiles for the device. The answer is
+torch_neuron._inductor's: Inductor's C++ code generator on neuron memory, each kernel charged
+on the simulated clock. The C++ wrapper (cpp_wrapper=True) is not supported: its generator
+refuses with a message that says so.
 """
 
-MESSAGE = (
-    "torch.compile's default backend (TorchInductor) has no code generator for the neuron "
-    "device. Compile with TorchNeuron's backend instead: torch.compile(model, backend=\"neuron\").")
-
-
-def no_inductor_codegen():
-    """The stand-in code generator. Inductor also reads the device's op overrides before it
-    builds the wrapper generator, so a placeholder is registered for them (Inductor is loaded
-    by then: only Inductor asks for these names)."""
-    from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
-
-    register_device_op_overrides("neuron", DeviceOpOverrides())
-    return NoInductorCodegen
+CPP_WRAPPER_MESSAGE = (
+    "torch.compile's C++ wrapper (cpp_wrapper=True) is not supported for the neuron device; "
+    "compile without it (the default Python wrapper runs the same generated C++ kernels).")
 
 
 class _Refusing(type):
     # Inductor reads class attributes (supports_caching, create, ...) before it builds a
     # generator: whichever it touches first raises the message.
     def __getattr__(cls, name):
-        raise RuntimeError(MESSAGE)
+        raise RuntimeError(CPP_WRAPPER_MESSAGE)
 
 
-class NoInductorCodegen(metaclass=_Refusing):
-    """Registered as every Inductor code generator for neuron; refuses to be used."""
-
+class NoCppWrapperCodegen(metaclass=_Refusing):
     def __init__(self, *args, **kwargs):
-        raise RuntimeError(MESSAGE)
+        raise RuntimeError(CPP_WRAPPER_MESSAGE)
+
+
+def inductor_codegen(name: str):
+    """The code generator `name` Inductor looks up on torch.neuron."""
+    from torch_neuron import _inductor
+
+    _inductor.register()
+    from torch_neuron._inductor.scheduling import NeuronScheduling
+    from torch_neuron._inductor.wrapper import NeuronWrapperCodegen
+
+    return {"Scheduling": NeuronScheduling, "PythonWrapperCodegen": NeuronWrapperCodegen,
+            "CppWrapperCodegen": NoCppWrapperCodegen, "WrapperFxCodegen": None}[name]

@@ -172,5 +172,21 @@ TEST(Event, BlockOnUnrecordedIsNoop) {
   EXPECT_EQ(q.now_ns(), 5.0);
 }
 
+TEST(Queue, PausedClocksDoNotAdvance) {
+  Queue q(0, 0);
+  q.launch("before", 10.0);
+  pause_clocks();
+  pause_clocks();  // pauses nest
+  EXPECT_TRUE(clocks_paused());
+  EXPECT_DOUBLE_EQ(q.launch("hidden", 1000.0), 10.0);
+  resume_clocks();
+  EXPECT_DOUBLE_EQ(q.launch("still hidden", 1000.0), 10.0);
+  resume_clocks();
+  EXPECT_FALSE(clocks_paused());
+  EXPECT_DOUBLE_EQ(q.launch("after", 5.0), 15.0);
+  EXPECT_THROW(resume_clocks(), Error);
+  EXPECT_FALSE(clocks_paused());
+}
+
 }  // namespace
 }  // namespace trnsim

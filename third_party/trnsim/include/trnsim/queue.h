@@ -44,6 +44,13 @@ bool tracing_enabled();
 using TraceObserver = std::function<void(const TraceRecord&)>;
 void set_trace_observer(TraceObserver observer);
 
+// Pausing the clocks: while paused (pauses nest), launched work advances no queue's clock and
+// makes no trace record; it is host work that is not the simulated program's (the tensors a
+// compiler makes for itself while a program compiles).
+void pause_clocks();
+void resume_clocks();
+bool clocks_paused();
+
 // A tag the calling thread gives the work it launches from now on (a profiler's correlation id
 // of the op being run); 0 for none.
 void set_trace_tag(uint64_t tag);

@@ -1,0 +1,39 @@
+"""The Python wrapper Inductor generates around the kernels of a neuron graph."""
+
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.virtualized import V
+
+
+class _CallsHostKernels:
+    """The generated kernels are CPU functions: PythonWrapperCodegen calls non-Triton kernels
+    only for the cpu and mps devices (it raises "device neuron nyi" otherwise), so a neuron
+    kernel call is written as the cpu one. The call's launch on the neuron stream is the
+    charge line the scheduler writes after it (scheduling.py)."""
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.splice("from torch_neuron._C import _charge_kernel")
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True,
+                                     **kwargs):
+        import torch
+
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type == "neuron" and not triton:
+            device = torch.device("cpu")
+        return super()._generate_kernel_call_helper(kernel_name, call_args, device=device,
+                                                    triton=triton, **kwargs)
+
+
+class NeuronSubgraphWrapperCodegen(_CallsHostKernels, SubgraphPythonWrapperCodegen):
+    def write_header(self) -> None:
+        SubgraphPythonWrapperCodegen.write_header(self)  # a subgraph shares its parent's header
+
+
+class NeuronWrapperCodegen(_CallsHostKernels, PythonWrapperCodegen):
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return NeuronSubgraphWrapperCodegen(subgraph_name, parent_wrapper,
+                                                partition_signatures)
+        return NeuronWrapperCodegen()

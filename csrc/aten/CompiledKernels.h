@@ -6,8 +6,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace torch_neuron {
 
@@ -22,9 +20,5 @@ struct KernelWork {
 // counts it as an executed op named `name`; `detail` (the ATen ops it fused) goes to the trace.
 void charge_compiled_kernel(c10::DeviceIndex device, const std::string& name,
                             const KernelWork& work, const std::string& detail);
-
-// The engine passes eager mode charges for the ATen op `name` ("aten::gelu"): [(engine name,
-// two-input)], as OpCost.cpp plans them.
-std::vector<std::pair<std::string, bool>> op_passes(const std::string& name, bool two_inputs);
 
 }  // namespace torch_neuron

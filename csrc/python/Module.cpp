@@ -188,7 +188,6 @@ PYBIND11_MODULE(_C, m) {
                                   sixteen_bit},
                                  detail);
         }));
-  m.def("_op_passes", wrap_pybind_function(&op_passes));
   m.def("_pause_clocks", wrap_pybind_function(&trnsim::pause_clocks));
   m.def("_resume_clocks", wrap_pybind_function(&trnsim::resume_clocks));
   m.def("_execute_enabled", wrap_pybind_function(&execution_enabled));

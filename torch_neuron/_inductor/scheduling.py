@@ -1,32 +1,43 @@
 """Inductor's C++ scheduling for neuron, with each generated kernel charged as one launch.
 
 Note [Fused kernel cost]
-A kernel Inductor generates is one launch on the current neuron stream, costed as eager ops
-are (trnsim's cost model, csrc/aten/OpCost.cpp) but with what fusion changes:
+A kernel Inductor generates is one launch on the current neuron stream, costed with the same
+engine rules as eager ops (trnsim's cost model) but with what fusion changes:
   - HBM traffic is the kernel's argument buffers only (inputs and outputs once, buffers
     updated in place twice): the intermediates it fused away stay on chip;
-  - engine work is that of the ATen ops it fused, each once, over the largest iteration space
-    it appears in, on the engine eager mode would use for it (the policy table and the
-    composite pass plans, _C._op_passes). Inductor's own loop-body primitives are not counted:
-    it expands gelu or layer_norm into many of them, where a NeuronCore runs one activation;
+  - engine work is one streaming pass per loop nest (Inductor's SchedulerNode: one pointwise
+    or reduction loop over its iteration space), as a NeuronCore runs one instruction stream
+    per pass whatever arithmetic it chains inside (an activation applies scale, bias and its
+    function in one instruction). A loop with a transcendental function (exp, erf, tanh,
+    rsqrt, ...) is a ScalarE pass, plus a VectorE tensor-tensor pass when it also combines two
+    tensors (gelu's backward: the derivative times the gradient), as eager charges such ops;
+    one with an indirect (indexed) load or store is a GpSimdE pass; any other is a VectorE
+    pass, tensor-tensor when it reads two buffers. Eager mode's passes for the same ops come
+    from its op classes and composite plans (csrc/aten/StreamingPasses.cpp): a layer norm is
+    three passes either way, a softmax three;
   - the launch overhead once.
 The kernel's duration is therefore launch + max(engines, HBM), never below the roofline of what
 it still reads and writes. The sizes are expressions of the graph's symbolic sizes, so a
 dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
 runs right after the kernel: _charge_kernel(device, name, bytes, vector one-input elements,
-vector two-input elements, scalar elements, gpsimd elements, 16-bit, fused ops).
+vector two-input elements, scalar elements, gpsimd elements, 16-bit, fused ATen ops).
 """
 
 import sympy
-import torch
 from torch._inductor.codegen.common import InplacedBuffer
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
 
-from torch_neuron import _C
-
 _SIXTEEN_BIT = ("torch.bfloat16", "torch.float16")
+
+
+# Loop-body operations a NeuronCore evaluates on ScalarE (its activation functions).
+TRANSCENDENTAL = frozenset({
+    "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sigmoid", "erf", "erfc",
+    "erfinv", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh",
+    "acosh", "atanh", "sqrt", "rsqrt", "pow", "lgamma", "digamma", "libdevice_exp",
+    "libdevice_log", "libdevice_sqrt", "libdevice_rsqrt"})
 
 
 def _op_name(aten) -> str:
@@ -34,28 +45,19 @@ def _op_name(aten) -> str:
     return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
 
 
-def _is_view(aten) -> bool:
-    return getattr(aten, "is_view", False)
-
-
-def _two_tensor_operands(aten, fx_node) -> bool:
-    """Whether the original op streams two tensors (a tensor-tensor instruction, as eager mode
-    charges when two operands have more than one element): its schema takes two tensors and
-    the node of its decomposition in this kernel combines two (`x + 1` is add.Tensor with a
-    scalar: one)."""
-    schema_tensors = sum(str(a.type) == "Tensor" for a in aten._schema.arguments)
-    if schema_tensors < 2:
-        return False
-    operands = 0
-    for arg in fx_node.args:
-        val = arg.meta.get("val") if hasattr(arg, "meta") else None
-        if isinstance(val, torch.Tensor):
-            operands += int(val.dim() > 0)
-    return operands >= 2
-
-
 def _buffer_bytes(name: str):
     return V.graph.get_numel(name) * V.graph.get_dtype(name).itemsize
+
+
+def _passes(node) -> list[str]:
+    """The engine passes of one loop nest (Note [Fused kernel cost])."""
+    counts = node._body.op_counts
+    reads = {dep.name for dep in node.read_writes.reads}
+    if counts.get("indirect_indexing", 0):
+        return ["gpsimd"]
+    if any(counts.get(op, 0) for op in TRANSCENDENTAL):
+        return ["scalar", "vector2"] if len(reads) >= 2 else ["scalar"]
+    return ["vector2" if len(reads) >= 2 else "vector1"]
 
 
 class KernelWork:
@@ -70,31 +72,22 @@ class KernelWork:
                     if isinstance(v, InplacedBuffer)}
         terms += [2 * _buffer_bytes(v.other_names[-1]) for v in inplaced.values()]
         self.bytes = sympy.Add(*terms) if terms else sympy.Integer(0)
-        # Each original ATen op once, over the largest iteration space it appears in.
-        ops: dict[str, list] = {}
+        work = {"vector1": [], "vector2": [], "scalar": [], "gpsimd": []}
+        ops = set()
         sixteen_bit = False
         for node in group.scheduled_nodes:
             iteration, reduction = node.get_ranges()
             elements = sympy_product(iteration) * sympy_product(reduction)
+            for engine_pass in _passes(node):
+                work[engine_pass].append(elements)
             for origin in getattr(node.node, "origins", ()):
                 aten = origin.meta.get("original_aten")
-                if aten is None or not hasattr(aten, "_schema") or _is_view(aten):
-                    continue
-                name = _op_name(aten)
-                entry = ops.setdefault(name, [elements, False])
-                if entry[0] != elements:
-                    entry[0] = sympy.Max(entry[0], elements)
-                entry[1] = entry[1] or _two_tensor_operands(aten, origin)
+                if aten is not None and hasattr(aten, "_schema"):
+                    ops.add(_op_name(aten).replace("aten::", ""))
             sixteen_bit = sixteen_bit or str(node.node.get_dtype()) in _SIXTEEN_BIT
-        work = {"vector1": [], "vector2": [], "scalar": [], "gpsimd": []}
-        for name, (elements, two_inputs) in ops.items():
-            for engine, two_input_pass in _C._op_passes(name, two_inputs):
-                key = {"VectorE": "vector2" if two_input_pass else "vector1",
-                       "ScalarE": "scalar", "GpSimdE": "gpsimd"}[engine]
-                work[key].append(elements)
         self.work = {k: sympy.Add(*v) if v else sympy.Integer(0) for k, v in work.items()}
         self.sixteen_bit = sixteen_bit
-        self.ops = ", ".join(sorted(o.replace("aten::", "") for o in ops))
+        self.ops = ", ".join(sorted(ops))
 
     def charge_line(self, device_index: int, kernel_name: str) -> str:
         size = V.graph.wrapper_code.codegen_python_sizevar

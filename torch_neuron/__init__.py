@@ -29,6 +29,7 @@ from torch_neuron import profiler
 from torch_neuron._backend_meta import install as _install_fake_tensor_backend_meta
 from torch_neuron._execution import get_execute, predict_only, set_execute
 from torch_neuron._faults import device_failed, inject_fault
+from torch_neuron._inductor.cache import apply_neff_cache_variables as _apply_neff_cache_variables
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
 from torch_neuron._dtype_policy import (get_complex_decompose, get_float64_mode,
                                         set_complex_decompose, set_float64_mode)
@@ -40,6 +41,7 @@ from torch_neuron._op_tracking import (
 )
 
 _C._register_host_kernels()
+_apply_neff_cache_variables()  # TorchNeuron's NEFF-cache variables steer Inductor's cache
 _register_reducers()  # neuron tensors cross torch.multiprocessing as copies
 _install_fake_tensor_backend_meta()  # backend metadata survives FakeTensor conversion
 _torch.utils.rename_privateuse1_backend("neuron")

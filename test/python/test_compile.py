@@ -277,6 +277,22 @@ def test_second_process_hits_the_cache_and_is_still_charged(tmp_path):
     assert "torch_neuron-" in first["tag"]  # the key includes torch_neuron's build
 
 
+def test_neff_cache_variables_steer_the_compile_cache(tmp_path):
+    code = """
+        import json, os, torch, torch_neuron
+        from torch._dynamo.utils import counters
+        torch.compile(lambda x: x.tanh() * 2, backend="neuron")(torch.ones(8, device="neuron"))
+        print(json.dumps({"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+                          "hits": counters["inductor"]["fxgraph_cache_hit"]}))
+    """
+    env = {"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path)}
+    first, second = run_python_json(code, env=env), run_python_json(code, env=env)
+    assert first["dir"] == str(tmp_path) and any(tmp_path.iterdir())
+    assert second["hits"] >= 1
+    off = run_python_json(code, env={**env, "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1"})
+    assert off["hits"] == 0
+
+
 def test_generated_kernel_source_is_saved_with_the_artifacts(tmp_path):
     result = run_python("""
         import torch

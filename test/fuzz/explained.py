@@ -55,8 +55,13 @@ def _float_power_in_float32(step, cpu):
     """torch.float_power computes in float64 whatever its inputs; narrowed, that is pow in
     float32 (complex64) cast back. Returns that result for the step, or None."""
     text = step.template
-    if step.params.get("op") != "float_power" or text.startswith("with"):
+    if step.params.get("op") not in ("float_power", "float_power_") or text.startswith("with"):
         return None
+    env = cpu.env
+    if text.startswith("{0}.float_power_("):
+        # In place: self's value before the step, raised to the power, written back.
+        text = "torch.float_power({0}, " + text[len("{0}.float_power_("):]
+        env = cpu.before
     if text.startswith("{0}.float_power("):
         text = "torch.float_power({0}, " + text[len("{0}.float_power("):]
     if not text.startswith("torch.float_power("):
@@ -71,7 +76,7 @@ def _float_power_in_float32(step, cpu):
         out = torch.pow(a, b)
         return out.to(torch.complex128 if out.is_complex() else torch.float64)
 
-    names = {r: cpu.env.get(r) for r in step.refs}
+    names = {r: env.get(r) for r in step.refs}
     return eval(text.format(*step.refs)[len("torch."):], {"float_power": narrowed, "inf": math.inf,
                                                           "nan": math.nan, "torch": torch}, names)
 
@@ -339,6 +344,34 @@ def _median_of_expanded(m, step, comp, cpu):
                                  for g, d in zip(got, dense))  # exactly, NaN medians included
 
 
+def _reaches(tensor, grad_fn_name):
+    """Whether `tensor`'s autograd graph has a node named `grad_fn_name`."""
+    seen, todo = set(), [getattr(tensor, "grad_fn", None)]
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__ == grad_fn_name:
+            return True
+        todo += [next_fn for next_fn, _ in getattr(fn, "next_functions", ())]
+    return False
+
+
+def _sdpa_gradient_layout(m, step, comp, cpu):
+    """Gradients through scaled_dot_product_attention: the CPU's flash kernel returns them laid
+    out as it computes them ([B, L, H, D] memory), neuron's overrideable attention lays them out
+    like their inputs, as that op's meta function promises torch.compile
+    (torch/_meta_registrations.py, empty_like). Accepted for the strides of a gradient step
+    whose loss goes through attention on both devices; values are compared as usual."""
+    if m.category != "stride" or step is None or step.kind != "grad" or not step.refs:
+        return False
+    loss = step.refs[0]
+    return (_reaches(cpu.env.get(loss), "ScaledDotProductFlashAttentionForCpuBackward0")
+            and _reaches(comp.lane.env.get(loss),
+                         "ScaledDotProductFusedAttentionOverrideableBackward0"))
+
+
 def _integer_histc(m, step, comp, cpu):
     """torch.histc of an integer tensor: ATen's CPU kernel refuses it (NotImplementedError),
     neuron computes it as CUDA does. Accepted when neuron's result is the CPU's histc of the
@@ -375,7 +408,7 @@ def _one_hot_range_check(m, step, comp, cpu):
 
 
 # ops whose arguments the CPU lane keeps a copy of before the step (for the checks below)
-NEEDS_ARGUMENTS = {"ldexp", "ldexp_"}
+NEEDS_ARGUMENTS = {"ldexp", "ldexp_", "float_power_"}
 
 
 def _ldexp_as_on_other_devices(step, before):
@@ -644,6 +677,12 @@ ENTRIES = [
           "usual.",
           "README.md 'Ops on the device'; docs/design.md 'Ops' (Dedicated kernels); csrc/aten/Attention.cpp",
           lambda *args: False, taints=False),
+    Entry("sdpa-gradient-layout",
+          "Gradients through scaled_dot_product_attention have the strides the overrideable "
+          "fused attention's meta function gives them (laid out like their inputs), where the "
+          "CPU's flash kernel returns its own layout; values are compared as usual.",
+          "docs/design.md 'torch.compile' (Layouts); csrc/aten/Attention.cpp (with_layout_of)",
+          _sdpa_gradient_layout, taints=False),
 ]
 
 BY_ID = {e.id: e for e in ENTRIES}

@@ -24,9 +24,15 @@ NEURON_ENV_VARS = (
 )
 
 
+# Inductor writes its cache folder into the environment of the process that compiles first;
+# a subprocess chooses its own unless a test sets it.
+INHERITED_ONLY_IF_SET = ("TORCHINDUCTOR_CACHE_DIR",)
+
+
 def run_python(code, env=None, timeout=120):
     """Runs `code` in a fresh interpreter; returns the CompletedProcess (text output)."""
-    full_env = {k: v for k, v in os.environ.items() if k not in NEURON_ENV_VARS}
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in NEURON_ENV_VARS and k not in INHERITED_ONLY_IF_SET}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
                           capture_output=True, text=True, timeout=timeout)

@@ -33,3 +33,13 @@ def test_train_benchmark_quick_compares_both_devices():
 def test_profiler_benchmark_runs():
     out = run("profiler_benchmark.py", "--rounds", "1")
     assert re.search(r"ratio +\d+\.\d+", out), out
+
+
+def test_compile_benchmark_quick_compares_four_configurations():
+    out = run("compile_benchmark.py", "--quick", "--cpu-keeps-freed-memory")
+    assert "CPU side: glibc keeps freed memory" in out, out
+    rows = [line for line in out.splitlines() if " -> " in line]
+    assert len(rows) == 3, out  # the three workloads, each with its predicted times
+    for row in rows:
+        # 4 wall times, the neuron/cpu ratio and the two speedups.
+        assert len(re.findall(r"\d+\.\d+", row.split(" -> ")[0])) == 8, row

@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
 
 #include <optional>
 #include <string>

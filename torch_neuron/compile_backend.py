@@ -19,7 +19,9 @@ reads them (docs/environment.md has the full mapping):
   TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS  1: the forward and backward ATen graphs and the
                                             generated code (Inductor's output module with its
                                             C++ kernels) are written under
-                                            TORCH_NEURONX_DEBUG_DIR/fx_graphs/ and .../kernels/.
+                                            TORCH_NEURONX_DEBUG_DIR/fx_graphs/ and .../kernels/
+                                            (every graph is compiled afresh, bypassing the
+                                            compile caches, so that it has artifacts).
 Other options are Inductor's config options (torch.compile(options=...)).
 
 Registered through the `torch_dynamo_backends` entry point, so Dynamo is imported only when a
@@ -123,7 +125,13 @@ def _inner_compile(fallback: bool):
         artifacts = _env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False)
         graph_id = _save_graph(graph_module, kind) if artifacts else None
         try:
-            compiled = compile_fx_inner(graph_module, example_inputs, **kwargs)
+            if artifacts:  # compiled afresh, so that the generated code is there to save
+                from torch._inductor import config
+
+                with config.patch(fx_graph_cache=False):
+                    compiled = compile_fx_inner(graph_module, example_inputs, **kwargs)
+            else:
+                compiled = compile_fx_inner(graph_module, example_inputs, **kwargs)
         except Exception as e:
             if not fallback:
                 raise
@@ -163,11 +171,19 @@ def neuron_backend(graph_module: torch.fx.GraphModule, example_inputs, options=N
                                                                              example_inputs)
         from torch._inductor.compile_fx import compile_fx
 
+        from torch._functorch import config as functorch_config
+
         from torch_neuron import _inductor
 
         _inductor.register()
-        return compile_fx(graph_module, example_inputs, inner_compile=_inner_compile(fallback),
-                          config_patches=options or None)
+        # A cached graph skips the per-graph compiler, and with it the artifacts: when they are
+        # asked for, the caches are bypassed.
+        artifacts = _env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False)
+        with functorch_config.patch(enable_autograd_cache=not artifacts and
+                                    functorch_config.enable_autograd_cache):
+            return compile_fx(graph_module, example_inputs,
+                              inner_compile=_inner_compile(fallback),
+                              config_patches=options or None)
     except Exception as e:
         if not fallback:
             raise

@@ -36,14 +36,15 @@ const std::pair<std::string_view, PassPlan> kComposites[] = {
     {"native_batch_norm_backward", {{kVector2, kVector2, kScalar1}, 3}},
 };
 
-}  // namespace
-
+// The passes of a known composite op, or nullptr.
 const PassPlan* composite_passes(std::string_view name) {
   for (const auto& [op, plan] : kComposites) {
     if (op == name) return &plan;
   }
   return nullptr;
 }
+
+}  // namespace
 
 PassPlan plan_passes(std::string_view base, OpClass op_class, bool two_inputs) {
   if (const PassPlan* plan = composite_passes(base)) return *plan;

@@ -22,13 +22,10 @@ struct PassPlan {
   int count;
 };
 
-// The passes of a known composite op, or nullptr. `name` is an op name without "aten::",
-// leading underscores or overload ("softmax_backward_data").
-const PassPlan* composite_passes(std::string_view name);
-
 // The passes of any streaming op of class `op_class` (OpPolicy.h): its composite plan, or one
 // pass on its class's engine (two-input when two operands are streamed; a ScalarE function
-// with a second operand adds a VectorE multiply). `base` as for composite_passes.
+// with a second operand adds a VectorE multiply). `base` is an op name without "aten::",
+// leading underscores or overload ("softmax_backward_data", see base_op_name).
 PassPlan plan_passes(std::string_view base, OpClass op_class, bool two_inputs);
 
 // "softmax_backward_data" from "aten::_softmax_backward_data.out".

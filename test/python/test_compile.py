@@ -4,7 +4,6 @@ programs run eagerly on neuron (and on the CPU), each with its own copy of the i
 
 import copy
 import inspect
-import json
 import math
 import os
 import pathlib

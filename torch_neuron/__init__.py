@@ -4,7 +4,9 @@
     x = torch.randn(4, 4).to("neuron")
 
 Importing this package (or just `import torch`, through torch's backend autoloading) registers
-the device, the `torch.neuron` module and the `.neuron()` methods of tensors and modules.
+the device, the `torch.neuron` module and the `.neuron()` methods of tensors and modules. This
+module is also the process-wide API of the simulated device: predict-only execution, op
+tracking, the dtype policy, simulated faults and the settings table.
 """
 
 
@@ -17,8 +19,10 @@ def _autoload():
 
 
 import atexit as _atexit
+import contextlib as _contextlib
 import os as _os
 import time as _time
+from typing import Any as _Any
 
 import torch as _torch
 
@@ -27,18 +31,131 @@ from torch_neuron import distributed
 from torch_neuron import neuron
 from torch_neuron import profiler
 from torch_neuron._backend_meta import install as _install_fake_tensor_backend_meta
-from torch_neuron._execution import get_execute, predict_only, set_execute
-from torch_neuron._faults import device_failed, inject_fault
-from torch_neuron._inductor.cache import apply_neff_cache_variables as _apply_neff_cache_variables
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
-from torch_neuron._dtype_policy import (get_complex_decompose, get_float64_mode,
-                                        set_complex_decompose, set_float64_mode)
-from torch_neuron._op_tracking import (
-    clear_op_tracking,
-    get_executed_ops,
-    get_fallback_ops,
-    set_fallback_error,
-)
+from torch_neuron.compile.cache import apply_neff_cache_variables as _apply_neff_cache_variables
+from torch_neuron.neuron.device import _index as _device_index
+
+# -- Settings (Note [Settings table] in csrc/runtime/Settings.h) ---------------------------------
+
+
+def settings() -> dict:
+    """Every setting torch_neuron reads (environment variables included): name -> (value,
+    source), where source is "default", "environment" or "api" (set by a call such as
+    set_execute). `python -m torch_neuron env` prints the same table with each one's doc."""
+    return {name: (value, source) for name, value, source, _doc in _C._settings()}
+
+
+# -- Predict-only execution (Note [Predict-only execution] in csrc/aten/PredictOnly.h) ----------
+# With execution off, every op on neuron tensors is charged on the simulated clock and allocates
+# simulated HBM as usual, but computes nothing: results have the right shapes, dtypes and
+# strides and undefined values. What needs values raises NotImplementedError naming this mode;
+# .item() of a floating-point tensor (a loss to print) is NaN.
+
+
+def set_execute(enabled: bool) -> None:
+    """Whether neuron ops compute their results (True, the default) or are only charged
+    (False, predict-only). TORCH_NEURON_EXECUTE=0 turns execution off at startup."""
+    _C._set_execute(bool(enabled))
+
+
+def get_execute() -> bool:
+    return _C._execute_enabled()
+
+
+@_contextlib.contextmanager
+def predict_only():
+    """A block whose neuron ops are charged but not computed."""
+    before = get_execute()
+    set_execute(False)
+    try:
+        yield
+    finally:
+        set_execute(before)
+
+
+# -- Which ops ran on neuron and which fell back to the CPU (TorchNeuron's tracking API) --------
+
+
+def get_executed_ops() -> dict[str, int]:
+    """Operator name ("aten::add.Tensor") -> times it ran with neuron tensors, on the device or
+    through CPU fallback, since the last clear_op_tracking()."""
+    return dict(_C._executed_ops())
+
+
+def get_fallback_ops() -> dict[str, int]:
+    """Operator name -> times it had no neuron kernel and ran on the CPU instead."""
+    return dict(_C._fallback_ops())
+
+
+def clear_op_tracking() -> None:
+    """Resets the counts of get_executed_ops() and get_fallback_ops()."""
+    _C._clear_op_tracking()
+
+
+def set_fallback_error(enabled: bool) -> None:
+    """When enabled, an op that would fall back to the CPU raises RuntimeError naming the op.
+    TORCH_NEURON_FALLBACK=error enables it at startup."""
+    _C._set_fallback_error(bool(enabled))
+
+
+# -- Dtypes Trainium does not compute natively (docs/design.md) --------------------------------
+
+
+def set_float64_mode(mode: str) -> None:
+    """"narrow" (default): device ops compute float64 in float32 and cast back, as Trainium
+    and TorchNeuron do. "exact": compute float64 exactly on the host.
+    TORCH_NEURON_FLOAT64=exact selects "exact" at startup."""
+    if mode not in ("narrow", "exact"):
+        raise ValueError(f"float64 mode must be 'narrow' or 'exact', got {mode!r}")
+    _C._set_float64_exact(mode == "exact")
+
+
+def get_float64_mode() -> str:
+    return "exact" if _C._float64_is_exact() else "narrow"
+
+
+def set_complex_decompose(on: bool) -> None:
+    """True (default, as TorchNeuron on PyTorch >= 2.13): ops on complex64 tensors run on the
+    device, decomposed into real arithmetic. False: every op on complex tensors falls back to
+    the CPU. TORCH_NEURONX_COMPLEX_DECOMPOSE=0 selects False at startup."""
+    _C._set_complex_decompose(bool(on))
+
+
+def get_complex_decompose() -> bool:
+    return _C._complex_decompose()
+
+
+# -- Simulated device faults --------------------------------------------------------------------
+# Make a NeuronCore fail, to test what a training program does when Trainium hardware fails. The
+# Nth launch on the device from now (an op, a copy or a fill) raises a RuntimeError whose message
+# starts like the Neuron runtime's ("NRT Error NRT_EXEC_HW_ERR_HBM_UE(1201): ..."); from then on
+# every op, allocation and synchronization on that device raises it too, until the process
+# exits. Other devices keep working. TORCH_NEURON_INJECT_FAULT=<kind>:<device>:<launch> arms
+# the same fault at startup.
+
+FAULT_KINDS = {
+    "hbm_ue": "an uncorrectable HBM error (NRT_EXEC_HW_ERR_HBM_UE)",
+    "timeout": "an execution that never completes, reported as a timeout (NRT_TIMEOUT)",
+    "lost": "the NeuronCore stops responding (NRT_HW_ERROR)",
+}
+
+
+def inject_fault(kind: str, device: _Any = None, after_launches: int = 1) -> None:
+    """Arms fault `kind` ("hbm_ue", "timeout" or "lost") on `device` (default: the current
+    device) for its `after_launches`-th launch from now (1 = the next one)."""
+    if kind not in FAULT_KINDS:
+        raise ValueError(f"unknown fault kind {kind!r}: use one of {', '.join(FAULT_KINDS)}")
+    if isinstance(after_launches, bool) or not isinstance(after_launches, int):
+        raise TypeError(f"after_launches must be an int, got {type(after_launches).__name__}")
+    _C._inject_fault(kind, _device_index(device), after_launches)
+
+
+def device_failed(device: _Any = None) -> bool:
+    """Whether the device has hit a simulated fault (and is unusable until the process exits)."""
+    return _C._device_failed(_device_index(device))
+
+
+# -- Registration -------------------------------------------------------------------------------
 
 _C._register_host_kernels()
 _apply_neff_cache_variables()  # TorchNeuron's NEFF-cache variables steer Inductor's cache
@@ -73,6 +190,7 @@ __all__ = [
     "neuron",
     "distributed",
     "profiler",
+    "settings",
     "get_executed_ops",
     "get_fallback_ops",
     "clear_op_tracking",

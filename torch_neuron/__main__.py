@@ -34,7 +34,7 @@ import traceback
 import torch
 
 import torch_neuron
-from torch_neuron import _distributed_report
+from torch_neuron.distributed import report as _distributed_report
 
 
 def cmake_prefix_path(args: argparse.Namespace) -> None:
@@ -115,7 +115,7 @@ def positive_int(options: dict, name: str, flag: str) -> int:
 
 def launch_ranks(options: dict, script: str, script_args: list[str]) -> int:
     """`run --nproc-per-node N [--nnodes M]`: the ranks under torchrun, one report."""
-    from torch_neuron import _launcher
+    from torch_neuron.distributed import launcher as _launcher
 
     nproc = positive_int(options, "nproc", "--nproc-per-node")
     nnodes = positive_int(options, "nnodes", "--nnodes")
@@ -157,7 +157,7 @@ def run(tokens: list[str]) -> int:
         return launch_ranks(options, script, script_args)
     rank_report_dir = options.get("rank_report_dir")
     if rank_report_dir:
-        from torch_neuron._launcher import die_with_parent
+        from torch_neuron.distributed.launcher import die_with_parent
 
         die_with_parent(signal.SIGKILL)  # Note [Launcher processes]
     sys.argv = [script] + script_args

@@ -1,5 +1,5 @@
 """torch.compile on neuron: TorchInductor's C++ kernels on neuron memory, each charged as one
-launch (torch_neuron/_inductor, Note [Fused kernel cost]). The references are the same
+launch (torch_neuron/compile, Note [Fused kernel cost]). The references are the same
 programs run eagerly on neuron (and on the CPU), each with its own copy of the inputs."""
 
 import copy
@@ -333,7 +333,7 @@ def test_static_cache_generate_with_compiled_forward_does_not_recompile():
     assert first.tolist() == second.tolist() == eager.tolist()
 
 
-# -- the Inductor internals torch_neuron patches (torch_neuron/_inductor/patches.py) -------------
+# -- the Inductor internals torch_neuron patches (torch_neuron/compile/patches.py) -------------
 
 
 def test_patched_inductor_internals_are_what_the_patches_expect():
@@ -342,10 +342,9 @@ def test_patched_inductor_internals_are_what_the_patches_expect():
     from torch._inductor import config, scheduler
     from torch._inductor.utils import get_current_backend
 
-    from torch_neuron import _inductor
-    from torch_neuron._inductor import patches
+    from torch_neuron.compile import patches, register
 
-    _inductor.register()
+    register()
     # get_current_backend answers the CUDA backend for an unknown device ...
     assert get_current_backend.__wrapped__("neuron") == config.cuda_backend != config.cpu_backend
     # ... and these are all the modules that use it (each binds it by name when imported).

@@ -17,7 +17,7 @@ import torch
 
 import torch_neuron
 from conftest import loopback_env, rank_rows, run_process_group
-from torch_neuron import _distributed_report
+from torch_neuron.distributed import report as _distributed_report
 from torch_neuron.__main__ import run as run_command
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

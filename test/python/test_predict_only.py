@@ -1,4 +1,4 @@
-"""Predict-only execution (Note [Predict-only execution], torch_neuron/_execution.py): ops are
+"""Predict-only execution (Note [Predict-only execution], torch_neuron/__init__.py): ops are
 charged and allocate HBM as when they compute, but compute nothing. The reference is the same
 program run with execution on, in a fresh process each."""
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 import torch_neuron
-from torch_neuron._collectives import (covered_ns, merge_intervals, time_breakdown,
+from torch_neuron.profiler.collectives import (covered_ns, merge_intervals, time_breakdown,
                                        uncovered_ns)
 from torch_neuron.profiler import ENGINES, profile
 

@@ -67,9 +67,9 @@ def __getattr__(name):
         from torch_neuron.neuron.random import _generator
 
         return tuple(_generator(i) for i in range(device_count()))
-    # The code generators TorchInductor looks up for a PrivateUse1 device (see inductor.py).
+    # The code generators TorchInductor looks up for a PrivateUse1 device (torch_neuron.compile).
     if name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
-        from torch_neuron.neuron.inductor import inductor_codegen
+        from torch_neuron.compile import codegen_for
 
-        return inductor_codegen(name)
+        return codegen_for(name)
     raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")

@@ -57,7 +57,7 @@ def generate(model, ids, cache):
             activities=[torch.profiler.ProfilerActivity.CPU]) as kineto:
         out = model.generate(ids, **kwargs)
     records = prof.collective_records()
-    details = [torch_neuron._collectives.collective_detail(r) for r in records]
+    details = [torch_neuron.profiler.collectives.collective_detail(r) for r in records]
     return out, {
         "tokens": out.cpu().tolist(),
         # transformers compiles a static-cache decode step on neuron (backend "neuron").

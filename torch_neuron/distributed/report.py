@@ -15,7 +15,7 @@ import os
 import time
 
 from torch_neuron import _C
-from torch_neuron._collectives import (collective_rows, format_bytes, is_collective,
+from torch_neuron.profiler.collectives import (collective_rows, format_bytes, is_collective,
                                        time_breakdown)
 from torch_neuron.profiler import fallback_line, mfu, op_table, process_trace_events
 

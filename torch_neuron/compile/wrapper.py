@@ -37,3 +37,22 @@ class NeuronWrapperCodegen(_CallsHostKernels, PythonWrapperCodegen):
             return NeuronSubgraphWrapperCodegen(subgraph_name, parent_wrapper,
                                                 partition_signatures)
         return NeuronWrapperCodegen()
+
+
+# torch.compile's C++ wrapper (cpp_wrapper=True) is not supported: its generator refuses with a
+# message that says so (the default Python wrapper runs the same generated C++ kernels).
+CPP_WRAPPER_MESSAGE = (
+    "torch.compile's C++ wrapper (cpp_wrapper=True) is not supported for the neuron device; "
+    "compile without it (the default Python wrapper runs the same generated C++ kernels).")
+
+
+class _Refusing(type):
+    # Inductor reads class attributes (supports_caching, create, ...) before it builds a
+    # generator: whichever it touches first raises the message.
+    def __getattr__(cls, name):
+        raise RuntimeError(CPP_WRAPPER_MESSAGE)
+
+
+class NoCppWrapperCodegen(metaclass=_Refusing):
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(CPP_WRAPPER_MESSAGE)

@@ -12,8 +12,10 @@ backend does), with three additions:
 Matmuls, convolutions, attention and every op Inductor does not generate code for stay neuron
 ops (extern kernels and fallbacks), charged as in eager mode.
 
-Imported only when a program compiles: by torch.compile(backend="neuron") and when Inductor
-asks the torch.neuron module for its code generators (plain torch.compile on neuron tensors).
+register() runs only when a program compiles: from torch.compile(backend="neuron") (backend.py)
+and when Inductor asks the torch.neuron module for its code generators (plain torch.compile on
+neuron tensors, codegen_for below). The package itself imports nothing of Inductor, so importing
+torch_neuron stays cheap.
 """
 
 import functools
@@ -26,11 +28,10 @@ def register() -> None:
     from torch._inductor.codegen.common import (register_backend_for_device,
                                                 register_device_op_overrides)
 
-    from torch_neuron._inductor import cache, patches, recompiles
-    from torch_neuron._inductor.device import NeuronDeviceOpOverrides, NeuronInterface
-    from torch_neuron._inductor.scheduling import NeuronScheduling
-    from torch_neuron._inductor.wrapper import NeuronWrapperCodegen
-    from torch_neuron.neuron.inductor import NoCppWrapperCodegen
+    from torch_neuron.compile import cache, patches, recompiles
+    from torch_neuron.compile.device import NeuronDeviceOpOverrides, NeuronInterface
+    from torch_neuron.compile.scheduling import NeuronScheduling
+    from torch_neuron.compile.wrapper import NeuronWrapperCodegen, NoCppWrapperCodegen
 
     patches.apply()
     cache.tag_cache_key()
@@ -39,3 +40,14 @@ def register() -> None:
     register_device_op_overrides("neuron", NeuronDeviceOpOverrides())
     register_backend_for_device("neuron", NeuronScheduling, NeuronWrapperCodegen,
                                 NoCppWrapperCodegen)
+
+
+def codegen_for(name: str):
+    """The code generator `name` that Inductor looks up on the torch.neuron module the first
+    time it compiles for the device (Scheduling and three wrapper generators)."""
+    register()
+    from torch_neuron.compile.scheduling import NeuronScheduling
+    from torch_neuron.compile.wrapper import NeuronWrapperCodegen, NoCppWrapperCodegen
+
+    return {"Scheduling": NeuronScheduling, "PythonWrapperCodegen": NeuronWrapperCodegen,
+            "CppWrapperCodegen": NoCppWrapperCodegen, "WrapperFxCodegen": None}[name]

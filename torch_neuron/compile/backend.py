@@ -1,7 +1,7 @@
 """torch.compile(backend="neuron"): TorchNeuron's compile backend name.
 
 Dynamo captures the graph, AOTAutograd splits forward and backward, and TorchInductor compiles
-each with its C++ code generator registered for the neuron device (torch_neuron/_inductor):
+each with its C++ code generator registered for the neuron device (torch_neuron.compile):
 elementwise work and reductions are fused into generated kernels that run on neuron memory and
 are charged as one launch each (Note [Fused kernel cost]); matmuls, convolutions, attention
 and ops Inductor does not generate stay neuron ops, charged as in eager mode. Plain
@@ -161,7 +161,7 @@ def neuron_backend(graph_module: torch.fx.GraphModule, example_inputs, options=N
                          "or 'eager'")
     if _env_flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", False):
         _check_no_cpu_inputs(example_inputs)
-    from torch_neuron._inductor import recompiles
+    from torch_neuron.compile import recompiles
 
     recompiles.track(compiling=True)
     try:
@@ -173,9 +173,9 @@ def neuron_backend(graph_module: torch.fx.GraphModule, example_inputs, options=N
 
         from torch._functorch import config as functorch_config
 
-        from torch_neuron import _inductor
+        from torch_neuron.compile import register
 
-        _inductor.register()
+        register()
         # A cached graph skips the per-graph compiler, and with it the artifacts: when they are
         # asked for, the caches are bypassed.
         artifacts = _env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False)

@@ -12,7 +12,7 @@ bytes. Times are simulated Trainium time, not host time.
 Collectives of the c10d "neuron" backend run on their process group's own stream: the summary
 lists them in a "Collectives" section instead of among the ops, with each device's compute,
 communication and exposed communication time (Note [Exposed communication] in
-torch_neuron/_collectives.py); the trace names their track "collectives (group G)".
+torch_neuron/profiler/collectives.py); the trace names their track "collectives (group G)".
 """
 
 import collections
@@ -22,9 +22,8 @@ from typing import Optional
 import torch
 
 from torch_neuron import _C
-from torch_neuron._collectives import (collective_detail, collectives_table, is_collective,
-                                       time_breakdown, track_name)
-from torch_neuron._op_tracking import get_fallback_ops
+from torch_neuron.profiler.collectives import (collective_detail, collectives_table, is_collective,
+                                               time_breakdown, track_name)
 
 ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA")
 
@@ -64,7 +63,7 @@ class profile:
             # peak since then too).
             for i in range(torch.neuron.device_count()):
                 torch.neuron.reset_peak_memory_stats(i)
-        self._fallback_before = get_fallback_ops()
+        self._fallback_before = dict(_C._fallback_ops())
         self._compiles_before = _compile_counts()
         self._recorded = []
         _active.append(self)
@@ -78,7 +77,7 @@ class profile:
             _C._set_tracing(False)
         self.records = sorted(self._recorded, key=lambda r: (r["device"], r["start_ns"]))
         self._recorded = []
-        after = get_fallback_ops()
+        after = dict(_C._fallback_ops())
         self.fallback_ops = {k: v - self._fallback_before.get(k, 0) for k, v in after.items()
                              if v > self._fallback_before.get(k, 0)}
         self.peak_hbm = {d: torch.neuron.max_memory_allocated(d)
@@ -265,15 +264,15 @@ def roofline(ax, rows: list[dict], colors: dict) -> None:
 
 
 def _compile_counts() -> dict:
-    """Graphs torch.compile compiled so far (torch_neuron/_inductor/recompiles.py); none
+    """Graphs torch.compile compiled so far (torch_neuron/compile/recompiles.py); none
     before a program first compiles for neuron."""
     import sys
 
-    module = sys.modules.get("torch_neuron._inductor.recompiles")
+    module = sys.modules.get("torch_neuron.compile.recompiles")
     return module.counts() if module else {"graphs": 0, "recompiles": 0}
 
 
-# -- shared with the report of several ranks (torch_neuron/_distributed_report.py) -------------
+# -- shared with the report of several ranks (torch_neuron/distributed/report.py) -------------
 
 
 def mfu(records: list[dict], span_ns: float, instance_info: dict) -> float:

@@ -104,7 +104,7 @@ class NeuronScheduling(CppScheduling):
 
     def __init__(self, scheduler):
         super().__init__(scheduler)
-        from torch_neuron._inductor import recompiles
+        from torch_neuron.compile import recompiles
 
         # Plain torch.compile reaches torch_neuron first here (and again after a
         # torch._dynamo.reset(), which drops the callbacks).

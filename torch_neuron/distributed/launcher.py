@@ -5,7 +5,7 @@ The launcher starts M torchrun agents (`python -m torch.distributed.run`) on thi
 loopback, one per simulated instance (`--node-rank i`, static rendezvous on one free port).
 Each agent starts N ranks, and each rank runs `python -m torch_neuron run --rank-report-dir DIR
 SCRIPT`: the script under the profiler, its records written to DIR/rank<R>.json at the end
-(torch_neuron/_distributed_report.py). When the agents are done the launcher prints one report
+(torch_neuron/distributed/report.py). When the agents are done the launcher prints one report
 and, with --trace, writes one trace of every rank.
 
 Note [Launcher processes]: the agents share a process group of their own, so that Ctrl-C or
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from torch_neuron import _distributed_report
+from torch_neuron.distributed import report as _distributed_report
 
 # An agent stops its ranks on SIGTERM within torchrun's own grace period; after this long the
 # launcher stops waiting and kills what is left.

@@ -32,7 +32,7 @@ from torch_neuron import neuron
 from torch_neuron import profiler
 from torch_neuron._backend_meta import install as _install_fake_tensor_backend_meta
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
-from torch_neuron.compile.cache import apply_neff_cache_variables as _apply_neff_cache_variables
+from torch_neuron.compile.cache import configure as _configure_compile_caches
 from torch_neuron.neuron.device import _index as _device_index
 
 # -- Settings (Note [Settings table] in csrc/runtime/Settings.h) ---------------------------------
@@ -158,7 +158,7 @@ def device_failed(device: _Any = None) -> bool:
 # -- Registration -------------------------------------------------------------------------------
 
 _C._register_host_kernels()
-_apply_neff_cache_variables()  # TorchNeuron's NEFF-cache variables steer Inductor's cache
+_configure_compile_caches()  # keyed on this build; TorchNeuron's NEFF-cache variables apply
 _register_reducers()  # neuron tensors cross torch.multiprocessing as copies
 _install_fake_tensor_backend_meta()  # backend metadata survives FakeTensor conversion
 _torch.utils.rename_privateuse1_backend("neuron")

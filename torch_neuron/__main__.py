@@ -6,6 +6,7 @@
     python -m torch_neuron run --no-execute SCRIPT.py [ARGS]   # predict only: nothing computed
     python -m torch_neuron fidelity [--sources]    # published Trainium measurements vs the model
     python -m torch_neuron info [--instance NAME]  # the simulated Trainium instance
+    python -m torch_neuron env [--markdown]        # every setting: value, source, doc
     python -m torch_neuron cmake-prefix-path       # for cmake -DCMAKE_PREFIX_PATH=... (C++)
 
 `run` executes an unmodified script that uses device "neuron" and prints, at its end, how long
@@ -66,6 +67,31 @@ def info(args: argparse.Namespace) -> None:
           f"(product page: {inst['bf16_tflops_per_chip']:g} per chip)")
     print(f"peak FP32:     {inst['peak_fp32_tflops_per_core']:.1f} TFLOPS per core")
     print(f"HBM streaming: {inst['stream_gbps_per_core']:.0f} GB/s per core")
+
+
+def env(args: argparse.Namespace) -> None:
+    """One line per setting of the settings table (Note [Settings table]); --markdown prints
+    the table docs/settings.md holds instead."""
+    if args.markdown:
+        print(settings_markdown())
+        return
+    for name, value, source, doc in torch_neuron._C._settings():
+        if source == "invalid":  # the value is the error, which names the variable
+            print(f"{name} is invalid: {value}")
+        else:
+            print(f"{name}={value}  ({source})  {doc}")
+
+
+def settings_markdown() -> str:
+    """The settings table as the Markdown table of docs/settings.md."""
+    lines = ["| Setting | Type | Default | What it does |", "|---|---|---|---|"]
+    for name, kind, default, choices, doc in torch_neuron._C._setting_specs():
+        if kind == "choice":
+            kind = " / ".join(f"`{c}`" for c in choices.split("|"))
+        default = f"`{default}`" if default else "unset"
+        doc = doc.replace("|", "/").replace("<", "&lt;").replace(">", "&gt;")
+        lines.append(f"| `{name}` | {kind} | {default} | {doc} |")
+    return "\n".join(lines)
 
 
 RUN_OPTIONS = {"--instance": "instance", "--trace": "trace", "--plot": "plot",
@@ -223,6 +249,11 @@ def main(argv: list[str] | None = None) -> None:
     info_parser = commands.add_parser("info", help="describe the simulated Trainium instance")
     info_parser.add_argument("--instance", help="instance type (default: TORCH_NEURON_INSTANCE)")
     info_parser.set_defaults(run=info)
+    env_parser = commands.add_parser("env", help="every setting torch_neuron reads: value, "
+                                     "where it came from (default, environment, api), doc")
+    env_parser.add_argument("--markdown", action="store_true",
+                            help="print the table of docs/settings.md instead")
+    env_parser.set_defaults(run=env)
     commands.add_parser("run", help="run SCRIPT.py on the simulated instance and report "
                         "its predicted time (options: --instance, --trace, --plot, "
                         "--no-execute; --nproc-per-node N [--nnodes M] for a distributed "

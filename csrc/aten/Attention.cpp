@@ -17,13 +17,10 @@
 #include <array>
 #include <vector>
 
-#include <trnsim/cost.h>
-#include <trnsim/queue.h>
-
-#include "aten/HostExecution.h"
-#include "aten/HostView.h"
-#include "aten/OpCost.h"
+#include "aten/Charge.h"
+#include "aten/OpWork.h"
 #include "aten/OpTracking.h"
+#include "runtime/HostView.h"
 #include "aten/PredictOnly.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/Runtime.h"
@@ -32,78 +29,8 @@
 namespace torch_neuron {
 namespace {
 
-// Note [Attention cost]: fused attention is flash attention: the scores stay in SBUF/PSUM, so
-// HBM traffic is the operands and results only, and the work is the instructions of its inner
-// loop (NKI fused-attention tutorial and performance guide, "Opt #6": attention is bound by
-// VectorE and ScalarE as much as by TensorE). Per (batch, head), over the Lq x Lk scores:
-//   forward:  TensorE  S = Q K^T, O = P V, and P transposed for the second matmul (a matmul
-//                      with the identity: one 128-column instruction per 128 x 128 block);
-//             VectorE  the row max of S, copying P^T out of PSUM, rescaling O per key tile;
-//             ScalarE  P = exp(S - max) with the row sums accumulated in the same instruction.
-//   backward: TensorE  S again, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q, and the
-//                      transposes of P and dS;
-//             VectorE  dS = P * (dP - delta) (a two-input pass) and copying both transposes
-//                      out of PSUM;
-//             ScalarE  P = exp(S - lse) again.
-// A causal mask skips the score tiles (128 query rows x 512 keys) wholly above the diagonal.
-double causal_tile_fraction(int64_t lq, int64_t lk) {
-  const int64_t q_tiles = (lq + trnsim::kTensorColumns - 1) / trnsim::kTensorColumns;
-  const int64_t k_tiles = (lk + trnsim::kPsumBankColumns - 1) / trnsim::kPsumBankColumns;
-  if (q_tiles == 0 || k_tiles == 0) return 1.0;
-  int64_t kept = 0;
-  for (int64_t i = 0; i < q_tiles; ++i) {
-    // Query rows up to `last` see keys [0, last] (PyTorch's is_causal: top-left aligned).
-    const int64_t last = std::min((i + 1) * trnsim::kTensorColumns, lq) - 1;
-    kept += std::min(last / trnsim::kPsumBankColumns + 1, k_tiles);
-  }
-  return static_cast<double>(kept) / static_cast<double>(q_tiles * k_tiles);
-}
-
-trnsim::OpCost attention_cost(const at::Tensor& query, const at::Tensor& key,
-                              const at::Tensor& value, bool is_causal, bool backward,
-                              uint64_t bytes) {
-  const auto& instance = system().instance();
-  const int64_t lq = query.size(-2), d = query.size(-1), lk = key.size(-2), dv = value.size(-1);
-  const int64_t batch = lq * d == 0 ? 0 : query.numel() / (lq * d);
-  const auto precision = matmul_precision(query.scalar_type());
-  const bool sixteen_bit = precision != trnsim::Precision::FP32;
-  // {m, k, n} of each matmul, per (batch, head); a transpose of the scores is [Lq, 128] @
-  // [128, Lk] in instruction count.
-  const std::array<int64_t, 3> transpose{lq, trnsim::kTensorRows, lk};
-  std::vector<std::array<int64_t, 3>> matmuls = {{lq, d, lk}, {lq, lk, dv}, transpose};
-  if (backward) {
-    matmuls = {{lq, d, lk}, {lq, dv, lk}, {lk, lq, dv}, {lq, lk, d}, {lk, lq, d},
-               transpose,   transpose};
-  }
-  const double fraction = is_causal ? causal_tile_fraction(lq, lk) : 1.0;
-  trnsim::OpCost cost;
-  constexpr int kTensor = static_cast<int>(trnsim::Engine::Tensor);
-  for (size_t i = 0; i < matmuls.size(); ++i) {
-    const auto& [m, k, n] = matmuls[i];
-    cost.engine_ns[kTensor] +=
-        fraction * trnsim::tensor_engine_ns(instance, batch, m, k, n, precision);
-    const bool is_transpose = (backward && i >= 5) || (!backward && i == 2);
-    if (!is_transpose) cost.flops += fraction * 2.0 * batch * m * k * n;
-  }
-  const auto scores = static_cast<uint64_t>(fraction * batch * lq * lk);
-  cost.add_pass(instance, trnsim::Engine::Scalar, scores);  // the exponentials
-  if (backward) {
-    cost.add_pass(instance, trnsim::Engine::Vector, scores, trnsim::Pass::TwoInput, sixteen_bit);
-    cost.add_pass(instance, trnsim::Engine::Vector, 2 * scores, trnsim::Pass::OneInput,
-                  sixteen_bit);
-  } else {
-    cost.add_pass(instance, trnsim::Engine::Vector, scores);  // the row max, from PSUM
-    cost.add_pass(instance, trnsim::Engine::Vector, scores, trnsim::Pass::OneInput, sixteen_bit);
-    // O = O * alpha + P V: once per key tile, over the [Lq, Dv] accumulator.
-    const int64_t key_tiles = (lk + trnsim::kPsumBankColumns - 1) / trnsim::kPsumBankColumns;
-    cost.add_pass(instance, trnsim::Engine::Vector,
-                  static_cast<uint64_t>(fraction * batch * lq * dv * key_tiles),
-                  trnsim::Pass::TwoInput);
-  }
-  cost.set_bytes(instance, bytes);
-  return cost;
-}
-
+// Charges fused attention as trnsim's Attention work (Note [Attention cost] in trnsim's
+// work.cpp): HBM traffic is the operands and results only.
 void charge_attention(const char* name, c10::DeviceIndex device, const at::Tensor& query,
                       const at::Tensor& key, const at::Tensor& value, bool is_causal,
                       bool backward, const std::vector<at::Tensor>& inputs,
@@ -112,10 +39,12 @@ void charge_attention(const char* name, c10::DeviceIndex device, const at::Tenso
   for (const auto* list : {&inputs, &outputs}) {
     for (const auto& t : *list) bytes += t.defined() ? t.nbytes() : 0;
   }
-  current_queue(device).launch(
-      name, attention_cost(query, key, value, is_causal, backward, bytes),
-      trnsim::tracing_enabled() ? describe_tensors(inputs) : std::string());
-  count_executed_op(name);
+  const int64_t lq = query.size(-2), d = query.size(-1);
+  const int64_t batch = lq * d == 0 ? 0 : query.numel() / (lq * d);  // batch x heads
+  const trnsim::Attention work{batch,    lq,       key.size(-2), d, value.size(-1),
+                               matmul_precision(query.scalar_type()), is_causal, backward};
+  charge(current_queue(device), name, &op_counter(name), {work, bytes},
+         [&] { return describe_tensors(inputs); });
 }
 
 // A CPU tensor with `t`'s sizes, strides, dtype and requires_grad but no data: the CPU's backend

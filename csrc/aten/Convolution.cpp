@@ -1,16 +1,17 @@
 // Convolution through PyTorch's hook for accelerator backends: at::convolution on a neuron
 // tensor lands in convolution_overrideable (and its backward in
 // convolution_backward_overrideable). Both run ATen's CPU convolution on the device memory
-// (Note [Host execution]) and are charged as TensorE work (im2col matmul, OpCost).
+// (Note [Host execution]) and are charged as TensorE work (im2col matmul, OpWork.h).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
-#include "aten/HostView.h"
+#include "aten/Charge.h"
+#include "aten/OpWork.h"
 #include "aten/PredictOnly.h"
 #include "runtime/AllocateOnDevice.h"
+#include "runtime/HostView.h"
 
 namespace torch_neuron {
 namespace {
@@ -45,8 +46,9 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                           stride, padding, dilation, transposed, output_padding, groups);
   }
   out = device_result(std::move(out), device);
-  charge_device_op("aten::convolution_overrideable", OpClass::Convolution, device,
-                   {input, weight}, {out});
+  static const OpHandle op("aten::convolution_overrideable");
+  charge(device, op, describe_kernel(OpClass::Convolution, op.name, {input, weight}, {out}),
+         [&] { return describe_tensors({input, weight}); });
   return out;
 }
 
@@ -72,8 +74,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   grad_input = device_result(std::move(grad_input), device);
   grad_weight = device_result(std::move(grad_weight), device);
   grad_bias = device_result(std::move(grad_bias), device);
-  charge_device_op("aten::convolution_backward_overrideable", OpClass::Convolution, device,
-                   {grad_output, input, weight}, {grad_input, grad_weight});
+  static const OpHandle op("aten::convolution_backward_overrideable");
+  charge(device, op,
+         describe_kernel(OpClass::Convolution, op.name, {grad_output, input, weight},
+                         {grad_input, grad_weight}),
+         [&] { return describe_tensors({grad_output, input, weight}); });
   return grads;
 }
 

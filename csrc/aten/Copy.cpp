@@ -8,8 +8,9 @@
 
 #include <trnsim/transfer.h>
 
-#include "aten/HostView.h"
-#include "aten/OpCost.h"
+#include "runtime/HostView.h"
+#include "aten/Charge.h"
+#include "aten/OpWork.h"
 #include "aten/OpTracking.h"
 #include "aten/PredictOnly.h"
 #include "runtime/Runtime.h"
@@ -18,7 +19,6 @@
 namespace torch_neuron {
 namespace {
 
-bool on_neuron(const at::Tensor& t) { return t.device().type() == kNeuron; }
 
 trnsim::CopyKind copy_kind(const at::Tensor& src, const at::Tensor& dst) {
   if (!on_neuron(src)) return trnsim::CopyKind::HostToDevice;
@@ -62,12 +62,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     meta_like(dst).copy_(meta_like(self));
   }
   const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
-  const double ns = trnsim::copy_duration_ns(system().instance(), kind, bytes);
   static const OpHandle op("aten::copy_");
-  queue.launch(op.name, transfer_cost(ns, bytes), ns,
-               trnsim::tracing_enabled() ? describe_tensors({self}) + " -> " + dst.device().str()
-                                         : std::string());
-  ++op.counter->executed;
+  charge(queue, op.name, op.counter, {trnsim::Copy{kind, bytes}},
+         [&] { return describe_tensors({self}) + " -> " + dst.device().str(); });
   return dst;
 }
 

@@ -4,45 +4,17 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <strings.h>
 #include <limits>
 
-#include "aten/HostView.h"
+#include "aten/TensorArguments.h"
+#include "runtime/HostView.h"
+#include "runtime/Settings.h"
 
 namespace torch_neuron {
 namespace {
 
-// Read when first needed, so that a bad value raises an error naming the variable.
-Float64Mode mode_from_env() {
-  const char* value = std::getenv("TORCH_NEURON_FLOAT64");
-  if (value == nullptr || *value == '\0') return Float64Mode::Narrow;
-  TORCH_CHECK(std::strcmp(value, "exact") == 0, "TORCH_NEURON_FLOAT64='", value,
-              "' is not a valid value; set it to 'exact' (float64 computed exactly on the "
-              "host) or unset it (float64 computed in float32, as on Trainium)");
-  return Float64Mode::Exact;
-}
-
 // -1: not read yet; then a Float64Mode.
 std::atomic<int> mode{-1};
-
-// TorchNeuron's switch, with the boolean spellings docs/environment.md lists (as
-// torch_neuron/compile_backend.py reads its variables). Unset or empty keeps TorchNeuron's
-// default for PyTorch >= 2.13 (on). Read when first needed, so that a bad value raises a Python
-// error instead of failing the library's load.
-bool complex_decompose_from_env() {
-  const char* raw = std::getenv("TORCH_NEURONX_COMPLEX_DECOMPOSE");
-  if (raw == nullptr || *raw == '\0') return true;
-  for (const char* yes : {"1", "true", "yes"}) {
-    if (strcasecmp(raw, yes) == 0) return true;
-  }
-  for (const char* no : {"0", "false", "no"}) {
-    if (strcasecmp(raw, no) == 0) return false;
-  }
-  TORCH_CHECK(false, "TORCH_NEURONX_COMPLEX_DECOMPOSE='", raw,
-              "' is not a boolean; set it to 1 or 0 (or unset it)");
-}
 
 // -1: not read yet; then 0 or 1.
 std::atomic<int> decompose_complex{-1};
@@ -58,15 +30,29 @@ bool overflows_int32(const at::Tensor& t) {
 }  // namespace
 
 Float64Mode float64_mode() {
-  if (mode < 0) mode = static_cast<int>(mode_from_env());
+  // Read when first needed, so that a bad value raises a Python error naming the variable
+  // instead of failing the library's load.
+  if (mode < 0) {
+    mode = static_cast<int>(settings::read_text("TORCH_NEURON_FLOAT64") == "exact"
+                                ? Float64Mode::Exact
+                                : Float64Mode::Narrow);
+  }
   return static_cast<Float64Mode>(mode.load());
 }
-void set_float64_mode(Float64Mode m) { mode = static_cast<int>(m); }
+void set_float64_mode(Float64Mode m) {
+  settings::set_from_api("TORCH_NEURON_FLOAT64", m == Float64Mode::Exact ? "exact" : "narrow");
+  mode = static_cast<int>(m);
+}
 bool complex_decompose() {
-  if (decompose_complex < 0) decompose_complex = complex_decompose_from_env() ? 1 : 0;
+  if (decompose_complex < 0) {
+    decompose_complex = settings::read_bool("TORCH_NEURONX_COMPLEX_DECOMPOSE") ? 1 : 0;
+  }
   return decompose_complex == 1;
 }
-void set_complex_decompose(bool on) { decompose_complex = on ? 1 : 0; }
+void set_complex_decompose(bool on) {
+  settings::set_from_api("TORCH_NEURONX_COMPLEX_DECOMPOSE", on ? "1" : "0");
+  decompose_complex = on ? 1 : 0;
+}
 
 void warn_float64_narrowing() {
   TORCH_WARN_ONCE(
@@ -88,6 +74,18 @@ void warn_if_int64_overflows(const std::string& op_name, const at::Tensor& outpu
   TORCH_WARN("neuron: ", op_name, " produced an int64 value outside the int32 range. "
              "Trainium computes integers in 32 bits, so on hardware this value would "
              "overflow; here it is kept exact. (Warned once.)");
+}
+
+
+bool complex_round_trip(c10::ArrayRef<c10::IValue> arguments) {
+  bool complex = false;
+  bool undecomposable = false;
+  for_each_tensor_argument(arguments, [&](const at::Tensor& t) {
+    if (!on_neuron(t) || !t.is_complex()) return;
+    complex = true;
+    undecomposable = undecomposable || t.scalar_type() != at::kComplexFloat;
+  });
+  return complex && (!complex_decompose() || undecomposable);
 }
 
 }  // namespace torch_neuron

@@ -29,6 +29,10 @@ void set_float64_mode(Float64Mode mode);
 
 bool complex_decompose();
 void set_complex_decompose(bool on);
+// Whether an op with these arguments goes to the CPU for their complex tensors: Trainium has no
+// complex arithmetic, so unless decomposition is on and every complex neuron tensor is complex64
+// (float32 pairs), it is a host round trip.
+bool complex_round_trip(c10::ArrayRef<c10::IValue> arguments);
 
 // Warns (once per process) that float64 is being computed in float32.
 void warn_float64_narrowing();

@@ -11,9 +11,9 @@
 
 #include <trnsim/transfer.h>
 
-#include "aten/HostView.h"
-#include "aten/Launch.h"
-#include "aten/OpCost.h"
+#include "runtime/HostView.h"
+#include "aten/Charge.h"
+#include "aten/OpWork.h"
 #include "aten/OpTracking.h"
 #include "aten/PredictOnly.h"
 #include "runtime/Runtime.h"
@@ -22,6 +22,13 @@
 namespace torch_neuron {
 namespace {
 
+// A device-to-host copy of one element of `t`: what reading a neuron scalar costs.
+void charge_scalar_read(const at::Tensor& t) {
+  static const OpHandle op("aten::_local_scalar_dense");
+  charge(t.device().index(), op,
+         {trnsim::Copy{trnsim::CopyKind::DeviceToHost, static_cast<uint64_t>(t.element_size())}});
+}
+
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (execution_enabled()) {  // else charged only (Note [Predict-only execution])
     at::Tensor view = host_view(self);
@@ -29,16 +36,20 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
     recycle_host_view(std::move(view));
   }
   static const OpHandle op("aten::fill_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()),
+         [&] { return describe_tensors({self}); });
   return self;
 }
 
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports a 0-dimensional value tensor, but got one "
               "with ", value.dim(), " dimension(s)");
-  // Reading a neuron scalar is a device-to-host copy of one element, charged as such.
-  if (!execution_enabled() && value.device().type() == kNeuron) return fill_scalar(self, 0);
-  return fill_scalar(self, value.item());
+  if (!on_neuron(value)) return fill_scalar(self, value.item());
+  // Reading a neuron scalar is a device-to-host copy of one element, charged as such whether
+  // or not values are computed (Note [One charge path]).
+  charge_scalar_read(value);
+  return fill_scalar(self, execution_enabled() ? at::_local_scalar_dense(host_view(value))
+                                               : at::Scalar(0));
 }
 
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
@@ -46,12 +57,7 @@ at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
-  const uint64_t bytes = self.element_size();
-  const double ns =
-      trnsim::copy_duration_ns(system().instance(), trnsim::CopyKind::DeviceToHost, bytes);
-  static const OpHandle op("aten::_local_scalar_dense");
-  current_queue(self.device().index()).launch(op.name, transfer_cost(ns, bytes), ns, std::string());
-  ++op.counter->executed;
+  charge_scalar_read(self);
   if (!execution_enabled()) {
     // Note [Predict-only execution]: a floating-point value (a loss to print) is NaN; any
     // other would steer the program (a loop bound, a branch), so it is refused.

@@ -35,12 +35,12 @@
 #include <unordered_map>
 
 #include "aten/TensorArguments.h"
+#include "runtime/HostView.h"
 #include "runtime/Runtime.h"
 
 namespace torch_neuron {
 namespace {
 
-bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
 
 // A float64 neuron tensor whose elements overlap, or whose memory another (different) tensor
 // argument also uses.

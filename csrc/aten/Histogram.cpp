@@ -1,18 +1,21 @@
 // histc of integer tensors. ATen's CPU kernel takes floating types only, CUDA's takes integers
 // too, and code written for accelerators relies on that (transformers' MoE routing counts
 // tokens per expert with an integer histc on any device but the CPU). Integers are binned with
-// integer arithmetic, as CUDA does; floating inputs take the usual host execution.
+// integer arithmetic on the host view, as CUDA does, and charged as one GpSimdE pass (computed
+// or not: Note [One charge path]); floating inputs take the usual host execution.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/bincount.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
-
 #include <ATen/ops/empty.h>
 
+#include "aten/Charge.h"
 #include "aten/HostExecution.h"
+#include "aten/OpWork.h"
 #include "aten/PredictOnly.h"
+#include "runtime/AllocateOnDevice.h"
+#include "runtime/HostView.h"
 
 namespace torch_neuron {
 namespace {
@@ -49,15 +52,19 @@ void histc(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Scalar min = torch::jit::peek(*stack, 2, 4).toScalar();
   const at::Scalar max = torch::jit::peek(*stack, 3, 4).toScalar();
   torch::jit::drop(*stack, 4);
-  if (!execution_enabled()) {
-    // Note [Predict-only execution]: `bins` counts, charged as one GpSimdE pass.
-    TORCH_CHECK(bins > 0, "histc: bins must be > 0, but got ", bins);
-    at::Tensor counts = at::empty({bins}, self.options());
-    charge_device_op("aten::histc", OpClass::GpSimd, self.device().index(), {self}, {counts});
-    torch::jit::push(*stack, counts);
-    return;
+  TORCH_CHECK(bins > 0, "histc: bins must be > 0, but got ", bins);
+  const auto device = self.device().index();
+  at::Tensor counts;
+  if (execution_enabled()) {
+    AllocateOnDevice allocate_on(device);
+    counts = adopt_host_result(integer_histc(host_view(self), bins, min, max), device);
+  } else {  // Note [Predict-only execution]: `bins` counts of undefined value
+    counts = at::empty({bins}, self.options());
   }
-  torch::jit::push(*stack, integer_histc(self, bins, min, max));
+  static const OpHandle histc_op("aten::histc");
+  charge(device, histc_op, describe_kernel(OpClass::GpSimd, histc_op.name, {self}, {counts}),
+         [&] { return describe_tensors({self}); });
+  torch::jit::push(*stack, counts);
 }
 
 }  // namespace

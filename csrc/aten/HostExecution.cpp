@@ -17,10 +17,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/from_blob.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/where.h>
 #include <c10/core/StorageImpl.h>
@@ -29,31 +27,26 @@
 #include <torch/library.h>
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <regex>
-#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
-#include <trnsim/cost.h>
-#include <trnsim/transfer.h>
-
-#include "aten/HostExecution.h"
-#include "aten/HostView.h"
-#include "aten/IndexChecks.h"
-#include "aten/OpCost.h"
-#include "aten/OpPolicy.h"
+#include "aten/Charge.h"
 #include "aten/DtypePolicy.h"
 #include "aten/Float64Narrowing.h"
+#include "aten/HostExecution.h"
+#include "aten/IndexChecks.h"
+#include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
+#include "aten/OpWork.h"
 #include "aten/PredictOnly.h"
 #include "aten/TensorArguments.h"
+#include "aten/Unsupported.h"
 #include "runtime/AllocateOnDevice.h"
-#include "runtime/DeviceAllocator.h"
 #include "runtime/Generator.h"
+#include "runtime/HostView.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
 #include "runtime/ThreadLocal.h"
@@ -145,8 +138,6 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
   return it->second;
 }
 
-bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
-
 // Ops that, like their CUDA kernels, accept CPU tensors next to device tensors (indices).
 bool accepts_cpu_tensors(const std::string& name) {
   return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0 ||
@@ -156,28 +147,6 @@ bool accepts_cpu_tensors(const std::string& name) {
 // A neuron tensor over `storage` shaped like `like`.
 at::Tensor wrap(const c10::Storage& storage, const at::Tensor& like) {
   return tensor_like(storage, c10::DispatchKey::PrivateUse1, like);
-}
-
-// Makes a storage that a CPU kernel allocated in HBM a neuron storage.
-void adopt_storage(const at::Tensor& t, c10::DeviceIndex device) {
-  auto* storage = t.storage().unsafeGetStorageImpl();
-  auto& data_ptr = storage->mutable_data_ptr();
-  if (data_ptr.device().type() == kNeuron) return;
-  data_ptr.unsafe_set_device(c10::Device(kNeuron, device));
-  storage->set_allocator(&device_allocator());
-}
-
-// A plain dense CPU tensor, as at::empty makes it outside inference mode, that only the caller
-// references (no Python object, no other owner): what a CPU kernel's new output usually is.
-bool is_fresh_cpu_tensor(const at::Tensor& t) {
-  static const c10::DispatchKeySet cpu_dense =
-      c10::DispatchKeySet(c10::DispatchKey::CPU) |
-      c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::CPUBit) |
-      c10::getAutocastRelatedKeySetFromBackend(c10::BackendComponent::CPUBit);
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  return t.use_count() == 1 && t.weak_use_count() == 1 &&
-         typeid(*impl) == typeid(c10::TensorImpl) && impl->key_set() == cpu_dense &&
-         impl->pyobj_slot()->load_pyobj() == nullptr && !impl->is_wrapped_number();
 }
 
 bool has_zero_stride(const at::Tensor& t) {
@@ -482,104 +451,20 @@ void check_fallback_allowed(const std::string& name) {
               "torch_neuron.set_fallback_error(False)) to allow CPU fallback.");
 }
 
-}  // namespace
-
-namespace {
-
-// Called when the index pre-check (IndexChecks.h) found an index out of range. The CPU kernel
-// checks the other arguments first (shapes, overlap) and raises its own error for them; so
-// that the call raises what it raises on the CPU, the kernel runs on a copy of the arguments'
-// memory (one copy per storage, so that aliasing stays), and an error it raises about
-// anything but the index is raised instead of the pre-check's; for an index error, returns the
-// exception type the CPU raised. Error path only; memory beyond kMaxBytes is not copied (the
-// pre-check's error stands).
-enum class CpuIndexError { Unknown, Index, Runtime };
-
-CpuIndexError raise_cpu_argument_error(const c10::OperatorHandle& op,
-                                       c10::ArrayRef<c10::IValue> arguments) {
-  constexpr uint64_t kMaxBytes = uint64_t{256} << 20;
-  std::unordered_map<const c10::StorageImpl*, c10::Storage> copies;
-  uint64_t bytes = 0;
-  auto to_cpu = [&](const at::Tensor& t) -> at::Tensor {
-    if (!on_neuron(t)) return t;
-    c10::Storage& copy = copies[t.storage().unsafeGetStorageImpl()];
-    if (!copy) {
-      const auto nbytes = static_cast<int64_t>(t.storage().nbytes());
-      bytes += nbytes;
-      at::Tensor buffer = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte));
-      if (bytes <= kMaxBytes && nbytes > 0) {
-        buffer.copy_(at::from_blob(t.storage().mutable_data(), {nbytes},
-                                   at::TensorOptions().dtype(at::kByte)));
-      }
-      copy = buffer.storage();
-    }
-    return tensor_like(copy, c10::DispatchKey::CPU, t);
-  };
-  torch::jit::Stack stack;
-  for (const auto& value : arguments) {
-    if (value.isTensor()) {
-      stack.emplace_back(to_cpu(value.toTensor()));
-    } else if (value.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : value.toTensorList()) list.push_back(to_cpu(t));
-      stack.emplace_back(list);
-    } else {
-      stack.push_back(value);
-    }
-  }
-  if (bytes > kMaxBytes) return CpuIndexError::Unknown;
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-  } catch (const c10::Error& e) {
-    // The CPU kernel's own index error ("index 5 is out of bounds for dimension 0", "index
-    // out of range in self", "tried to access index 5", "INDICES element is out of DATA
-    // bounds"), not a shape error ("Indexing dim 1 is out of bounds of the source tensor"):
-    // the pre-check's says more.
-    static const std::regex index_error(
-        R"((index|INDICES)[^.]* out of (range|bounds|DATA bounds)|tried to access index)");
-    if (!std::regex_search(e.what_without_backtrace(), index_error)) throw;
-    return dynamic_cast<const c10::IndexError*>(&e) != nullptr ? CpuIndexError::Index
-                                                                : CpuIndexError::Runtime;
-  }
-  return CpuIndexError::Unknown;
-}
-
-// Trainium has no complex arithmetic: an op on complex neuron tensors is a host round trip
-// unless decomposition into real ops is on and every complex tensor is complex64, which
-// decomposes into float32 pairs (DtypePolicy.h).
-bool complex_round_trip(c10::ArrayRef<c10::IValue> arguments) {
-  bool complex = false;
-  bool undecomposable = false;
-  for_each_tensor_argument(arguments, [&](const at::Tensor& t) {
-    if (!on_neuron(t) || !t.is_complex()) return;
-    complex = true;
-    undecomposable = undecomposable || t.scalar_type() != at::kComplexFloat;
-  });
-  return complex && (!complex_decompose() || undecomposable);
-}
-
-// Step 4 of Note [Host execution]: the op on the simulated clock.
+// Step 4 of Note [Host execution]: the op on the simulated clock (Note [One charge path]), as
+// device work or as a host round trip.
 void charge_host_op(const OpInfo& info, bool fallback, c10::DeviceIndex device,
                     c10::ArrayRef<at::Tensor> inputs, uint64_t input_bytes, uint64_t out_bytes,
                     c10::ArrayRef<c10::IValue> outputs) {
-  auto& queue = current_queue(device);
-  const auto& instance = system().instance();
-  const bool tracing = trnsim::tracing_enabled();
   if (fallback) {
-    const double ns =
-        trnsim::copy_duration_ns(instance, trnsim::CopyKind::DeviceToHost, input_bytes) +
-        trnsim::copy_duration_ns(instance, trnsim::CopyKind::HostToDevice, out_bytes);
-    queue.launch(info.name, transfer_cost(ns, input_bytes + out_bytes), ns,
-                 tracing ? "CPU fallback: " + describe_tensors(inputs) : std::string());
-    ++info.counter->fallback;
-    ++info.counter->executed;
+    charge(current_queue(device), info.name, info.counter,
+           {trnsim::HostRoundTrip{input_bytes, out_bytes}},
+           [&] { return "CPU fallback: " + describe_tensors(inputs); }, Placement::Fallback);
     return;
   }
-  queue.launch(info.name,
-               estimate_cost(instance, info.op_class, info.name, inputs, outputs,
-                             input_bytes + out_bytes),
-               tracing ? describe_tensors(inputs) : std::string());
-  ++info.counter->executed;
+  charge(current_queue(device), info.name, info.counter,
+         describe_op(info.op_class, info.name, inputs, outputs, input_bytes + out_bytes),
+         [&] { return describe_tensors(inputs); });
 }
 
 // Steps 1 to 3 of Note [Host execution].
@@ -621,19 +506,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     try {
       check_index_bounds(info.base_name, arguments);
     } catch (const c10::Error& ours) {
-      // The pre-check's message, with the exception type the CPU kernel raises for the call.
-      const bool ours_is_index_error = dynamic_cast<const c10::IndexError*>(&ours) != nullptr;
-      switch (raise_cpu_argument_error(op, arguments)) {
-        case CpuIndexError::Index:
-          TORCH_CHECK_INDEX(ours_is_index_error, ours.msg());
-          break;
-        case CpuIndexError::Runtime:
-          TORCH_CHECK(!ours_is_index_error, ours.msg());
-          break;
-        case CpuIndexError::Unknown:
-          break;
-      }
-      throw;
+      raise_index_error_as_cpu(op, arguments, ours);
     }
   }
   NarrowingPlan narrowing;
@@ -668,104 +541,8 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   charge_host_op(info, fallback, device, run->inputs(), run->input_bytes(), out_bytes, outputs);
 }
 
-at::Tensor adopt_host_result(at::Tensor t, c10::DeviceIndex device) {
-  if (!t.defined() || on_neuron(t) || !t.device().is_cpu()) return t;
-  if (t.storage().nbytes() == 0) {
-    // Zero-byte storages may come from any allocator; give them a neuron identity.
-    c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
-                       device_allocator().allocate_on(device, 0), &device_allocator(), true);
-    return wrap(empty, t);
-  }
-  if (NeuronDeviceAllocator::owns(t.storage().data_ptr())) {
-    adopt_storage(t, device);
-    if (is_fresh_cpu_tensor(t)) {
-      // Nobody else sees the kernel's output: it becomes the neuron tensor itself, which saves
-      // building and freeing a TensorImpl per op.
-      auto* impl = t.unsafeGetTensorImpl();
-      impl->set_storage_keep_dtype(t.storage());  // the device follows the adopted storage
-      impl->_change_backend_component_keys(c10::Device(kNeuron, device));
-      return t;
-    }
-    return wrap(t.storage(), t);
-  }
-  // Memory the kernel did not get from the CPU allocator (a cached constant): copy it over.
-  at::Tensor out =
-      at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::Device(kNeuron, device)));
-  host_view(out).copy_(t);
-  return out;
-}
-
-void charge_device_op(const std::string& name, OpClass op_class, c10::DeviceIndex device,
-                      const std::vector<at::Tensor>& inputs,
-                      const std::vector<at::Tensor>& outputs) {
-  uint64_t bytes = 0;
-  std::vector<c10::IValue> values;
-  for (const auto& t : inputs) bytes += t.defined() ? t.nbytes() : 0;
-  for (const auto& t : outputs) {
-    bytes += t.defined() ? t.nbytes() : 0;
-    values.emplace_back(t);
-  }
-  current_queue(device).launch(
-      name, estimate_cost(system().instance(), op_class, name, inputs, values, bytes),
-      trnsim::tracing_enabled() ? describe_tensors(inputs) : std::string());
-  count_executed_op(name);
-}
-
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
-}
-
-}  // namespace torch_neuron
-
-namespace torch_neuron {
-
-// Note [Composite kernels on neuron]: for ops that have both a CPU kernel and a
-// CompositeExplicitAutograd(NonFunctional) kernel, the dispatcher prefers the composite over our
-// backend fallback. For structured ops the composite just allocates an output and calls the
-// out= variant (two dispatches instead of one); for a few (native_layer_norm,
-// native_group_norm) it is a different algorithm with different rounding than the CPU kernel.
-// Registering host execution for exactly those ops makes neuron match CPU bit for bit. The
-// _foreach_ ops (composite loops only) are registered too, to run as one op per list.
-void register_host_kernels() {
-  // Asked on every tensor creation: an atomic load after the first call (std::call_once alone
-  // would also set two thread-locals per call).
-  static std::atomic<bool> done{false};
-  if (done.load(std::memory_order_acquire)) return;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    static auto* library = new torch::Library(torch::Library::IMPL, "aten",
-                                              c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    register_unboxed_host_kernels(*library);
-    auto& dispatcher = c10::Dispatcher::singleton();
-    for (const auto& name : dispatcher.getAllOpNames()) {
-      if (name.name.rfind("aten::", 0) != 0) continue;
-      auto op = dispatcher.findOp(name);
-      if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
-      // The _foreach_ ops have only a composite per-tensor loop; run as one op they are one
-      // launch for the whole list, like the multi-tensor kernels of an accelerator.
-      const bool foreach = name.name.rfind("aten::_foreach_", 0) == 0;
-      if (!foreach && !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
-      if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-          !op->hasKernelForDispatchKey(
-              c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
-        continue;
-      }
-      std::string qualified = name.name.substr(6);
-      if (!name.overload_name.empty()) qualified += "." + name.overload_name;
-      library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
-    }
-    // Two ops the rule above misses (found by the differential fuzzer): conj_physical_'s only
-    // kernel is a composite that calls a CPU-only stub ("missing kernel for neuron"), and
-    // mish_backward's CompositeImplicitAutograd decomposition rounds differently in float16
-    // from its CPU kernel.
-    for (const char* name : {"conj_physical_", "mish_backward"}) {
-      auto op = dispatcher.findOp({std::string("aten::") + name, ""});
-      if (op.has_value() && !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
-        library->impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host>());
-      }
-    }
-  });
-  done.store(true, std::memory_order_release);
 }
 
 }  // namespace torch_neuron

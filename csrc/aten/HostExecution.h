@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "aten/OpPolicy.h"
-
 namespace c10 {
 class OperatorHandle;
 }
@@ -33,19 +31,5 @@ void register_host_kernels();
 void register_unboxed_host_kernels(torch::Library& library);
 // The ops that have a typed kernel ("aten::add.Tensor"), once registered.
 std::vector<std::string> unboxed_host_ops();
-
-// Turns a CPU tensor that a kernel produced inside AllocateOnDevice(device) into a neuron tensor:
-// without a copy when its memory is in that device's HBM (the usual case), by a copy otherwise.
-// Pass the result by std::move: a tensor only the caller holds is converted in place.
-at::Tensor adopt_host_result(at::Tensor cpu_result, c10::DeviceIndex device);
-
-// Throw NotImplementedError: neuron has no quantized or sparse tensors (Unsupported.cpp).
-[[noreturn]] void refuse_quantized(const std::string& op_name);
-[[noreturn]] void refuse_sparse(const std::string& op_name);
-
-// Charges an op that ran on `device` to the current stream's clock and counts it as executed.
-void charge_device_op(const std::string& name, OpClass op_class, c10::DeviceIndex device,
-                      const std::vector<at::Tensor>& inputs,
-                      const std::vector<at::Tensor>& outputs);
 
 }  // namespace torch_neuron

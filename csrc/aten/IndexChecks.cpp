@@ -1,15 +1,20 @@
 #include "aten/IndexChecks.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/aminmax.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <regex>
+#include <unordered_map>
 #include <set>
 #include <utility>
 
-#include "aten/HostView.h"
+#include "runtime/HostView.h"
 
 namespace torch_neuron {
 namespace {
@@ -107,6 +112,85 @@ void check_index_bounds(const std::string& base_name, c10::ArrayRef<c10::IValue>
     case IndexCheck::None:
       break;
   }
+}
+
+namespace {
+
+// Called when the index pre-check found an index out of range. The CPU kernel
+// checks the other arguments first (shapes, overlap) and raises its own error for them; so
+// that the call raises what it raises on the CPU, the kernel runs on a copy of the arguments'
+// memory (one copy per storage, so that aliasing stays), and an error it raises about
+// anything but the index is raised instead of the pre-check's; for an index error, returns the
+// exception type the CPU raised. Error path only; memory beyond kMaxBytes is not copied (the
+// pre-check's error stands).
+enum class CpuIndexError { Unknown, Index, Runtime };
+
+CpuIndexError raise_cpu_argument_error(const c10::OperatorHandle& op,
+                                       c10::ArrayRef<c10::IValue> arguments) {
+  constexpr uint64_t kMaxBytes = uint64_t{256} << 20;
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> copies;
+  uint64_t bytes = 0;
+  auto to_cpu = [&](const at::Tensor& t) -> at::Tensor {
+    if (!on_neuron(t)) return t;
+    c10::Storage& copy = copies[t.storage().unsafeGetStorageImpl()];
+    if (!copy) {
+      const auto nbytes = static_cast<int64_t>(t.storage().nbytes());
+      bytes += nbytes;
+      at::Tensor buffer = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte));
+      if (bytes <= kMaxBytes && nbytes > 0) {
+        buffer.copy_(at::from_blob(t.storage().mutable_data(), {nbytes},
+                                   at::TensorOptions().dtype(at::kByte)));
+      }
+      copy = buffer.storage();
+    }
+    return tensor_like(copy, c10::DispatchKey::CPU, t);
+  };
+  torch::jit::Stack stack;
+  for (const auto& value : arguments) {
+    if (value.isTensor()) {
+      stack.emplace_back(to_cpu(value.toTensor()));
+    } else if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : value.toTensorList()) list.push_back(to_cpu(t));
+      stack.emplace_back(list);
+    } else {
+      stack.push_back(value);
+    }
+  }
+  if (bytes > kMaxBytes) return CpuIndexError::Unknown;
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+  } catch (const c10::Error& e) {
+    // The CPU kernel's own index error ("index 5 is out of bounds for dimension 0", "index
+    // out of range in self", "tried to access index 5", "INDICES element is out of DATA
+    // bounds"), not a shape error ("Indexing dim 1 is out of bounds of the source tensor"):
+    // the pre-check's says more.
+    static const std::regex index_error(
+        R"((index|INDICES)[^.]* out of (range|bounds|DATA bounds)|tried to access index)");
+    if (!std::regex_search(e.what_without_backtrace(), index_error)) throw;
+    return dynamic_cast<const c10::IndexError*>(&e) != nullptr ? CpuIndexError::Index
+                                                                : CpuIndexError::Runtime;
+  }
+  return CpuIndexError::Unknown;
+}
+
+}  // namespace
+
+void raise_index_error_as_cpu(const c10::OperatorHandle& op,
+                              c10::ArrayRef<c10::IValue> arguments, const c10::Error& ours) {
+  // The pre-check's message, with the exception type the CPU kernel raises for the call.
+  const bool ours_is_index_error = dynamic_cast<const c10::IndexError*>(&ours) != nullptr;
+  switch (raise_cpu_argument_error(op, arguments)) {
+    case CpuIndexError::Index:
+      TORCH_CHECK_INDEX(ours_is_index_error, ours.msg());
+      break;
+    case CpuIndexError::Runtime:
+      TORCH_CHECK(!ours_is_index_error, ours.msg());
+      break;
+    case CpuIndexError::Unknown:
+      break;
+  }
+  throw;  // the pre-check's own error, as it was raised
 }
 
 }  // namespace torch_neuron

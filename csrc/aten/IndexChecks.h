@@ -8,6 +8,10 @@
 
 #include <string>
 
+namespace c10 {
+class OperatorHandle;
+}
+
 namespace torch_neuron {
 
 // `base_name` is the op name without namespace and overload ("index_select"); `args` are the
@@ -24,5 +28,13 @@ IndexCheck index_check_for(const std::string& base_name);
 void check_dim_index(const std::string& op, const at::Tensor& self, int64_t dim,
                      const at::Tensor& index);
 void check_take_index(const at::Tensor& self, const at::Tensor& index);
+
+// Raises the error the CPU kernel raises for a call whose index the pre-check (`ours`) found
+// out of range: the CPU checks the other arguments first (shapes, overlap), so for those it
+// raises its own error; for an index error, the pre-check's message with the exception type the
+// CPU raises (IndexError or RuntimeError).
+[[noreturn]] void raise_index_error_as_cpu(const c10::OperatorHandle& op,
+                                           c10::ArrayRef<c10::IValue> arguments,
+                                           const c10::Error& ours);
 
 }  // namespace torch_neuron

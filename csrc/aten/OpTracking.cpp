@@ -1,9 +1,9 @@
 #include "aten/OpTracking.h"
 
+#include "runtime/Settings.h"
+
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -30,16 +30,6 @@ std::map<std::string, int64_t> snapshot(std::atomic<int64_t> OpCounter::*field) 
   return out;
 }
 
-// Read when first needed (not at the library's load), so that a bad value raises an error
-// naming the variable instead of being ignored.
-bool fallback_error_from_env() {
-  const char* mode = std::getenv("TORCH_NEURON_FALLBACK");
-  if (mode == nullptr || *mode == '\0') return false;
-  TORCH_CHECK(std::strcmp(mode, "error") == 0, "TORCH_NEURON_FALLBACK='", mode,
-              "' is not a valid value; set it to 'error' (CPU fallbacks raise) or unset it");
-  return true;
-}
-
 // -1: not read yet; then 0 or 1.
 std::atomic<int> fallback_error{-1};
 
@@ -52,18 +42,10 @@ OpCounter& op_counter(const std::string& name) {
   return *slot;
 }
 
-void count_executed_op(const std::string& name) { ++op_counter(name).executed; }
-
-void count_fallback_op(const std::string& name) {
-  auto& counter = op_counter(name);
-  ++counter.fallback;
-  ++counter.executed;
-}
-
 std::map<std::string, int64_t> executed_ops() { return snapshot(&OpCounter::executed); }
 std::map<std::string, int64_t> fallback_ops() { return snapshot(&OpCounter::fallback); }
 
-void clear_op_tracking() {
+void reset_op_counts() {
   std::lock_guard<std::mutex> lock(counters().mutex);
   for (auto& [name, counter] : counters().by_name) {
     counter->executed = 0;
@@ -71,9 +53,16 @@ void clear_op_tracking() {
   }
 }
 
-void set_fallback_error(bool on) { fallback_error = on ? 1 : 0; }
+void set_fallback_raises(bool on) {
+  settings::set_from_api("TORCH_NEURON_FALLBACK", on ? "error" : "allow");
+  fallback_error = on ? 1 : 0;
+}
 bool fallback_is_error() {
-  if (fallback_error < 0) fallback_error = fallback_error_from_env() ? 1 : 0;
+  // Read when first needed (not at the library's load), so that a bad value raises an error
+  // naming the variable instead of being ignored.
+  if (fallback_error < 0) {
+    fallback_error = settings::read_text("TORCH_NEURON_FALLBACK") == "error" ? 1 : 0;
+  }
   return fallback_error == 1;
 }
 

@@ -24,14 +24,12 @@ struct OpHandle {
   std::string name;
   OpCounter* counter;
 };
-void count_executed_op(const std::string& name);
-void count_fallback_op(const std::string& name);
 std::map<std::string, int64_t> executed_ops();
 std::map<std::string, int64_t> fallback_ops();
-void clear_op_tracking();
+void reset_op_counts();
 
 // When set, an op that would fall back to the CPU raises instead (TORCH_NEURON_FALLBACK=error).
-void set_fallback_error(bool on);
+void set_fallback_raises(bool on);
 bool fallback_is_error();
 
 }  // namespace torch_neuron

@@ -6,33 +6,21 @@
 #include <c10/util/SmallVector.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
-#include "aten/HostExecution.h"
-#include "aten/HostView.h"
+#include "runtime/HostView.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Runtime.h"
+#include "runtime/Settings.h"
 
 namespace torch_neuron {
 namespace {
 
-bool execute_from_environment() {
-  const char* value = std::getenv("TORCH_NEURON_EXECUTE");
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) return true;
-  TORCH_CHECK(std::strcmp(value, "0") == 0, "TORCH_NEURON_EXECUTE='", value,
-              "' is not a valid value: use 1 (compute results, the default) or 0 (predict-only: "
-              "charge the simulated clock and HBM, compute nothing)");
-  return false;
-}
-
 std::atomic<bool>& execution_flag() {
-  static std::atomic<bool> flag{execute_from_environment()};
+  static std::atomic<bool> flag{settings::read_bool("TORCH_NEURON_EXECUTE")};
   return flag;
 }
 
-bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
 
 c10::Storage meta_storage(size_t nbytes) {
   return c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
@@ -186,7 +174,10 @@ bool needs_values(const std::exception& e) {
 
 bool execution_enabled() { return execution_flag().load(std::memory_order_relaxed); }
 
-void set_execution_enabled(bool enabled) { execution_flag().store(enabled); }
+void set_execution_enabled(bool enabled) {
+  settings::set_from_api("TORCH_NEURON_EXECUTE", enabled ? "1" : "0");
+  execution_flag().store(enabled);
+}
 
 at::Tensor meta_like(const at::Tensor& t) {
   if (!t.defined()) return t;

@@ -6,9 +6,9 @@
 #include <torch/library.h>
 
 #include "aten/DtypePolicy.h"
-#include "aten/HostExecution.h"
-#include "aten/HostView.h"
-#include "aten/Launch.h"
+#include "aten/Charge.h"
+#include "aten/OpWork.h"
+#include "runtime/HostView.h"
 #include "aten/PredictOnly.h"
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/Generator.h"
@@ -30,7 +30,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).normal_(mean, std, generator);
   static const OpHandle op("aten::normal_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -38,7 +38,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).uniform_(from, to, generator);
   static const OpHandle op("aten::uniform_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -46,7 +46,7 @@ at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).random_(generator);
   static const OpHandle op("aten::random_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -54,7 +54,7 @@ at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator>
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).random_(to, generator);
   static const OpHandle op("aten::random_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -63,7 +63,7 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).random_(from, to, generator);
   static const OpHandle op("aten::random_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -71,7 +71,7 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).bernoulli_(p, generator);
   static const OpHandle op("aten::bernoulli_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -84,7 +84,7 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).bernoulli_(host_view(p), generator);
   static const OpHandle op("aten::bernoulli_");
-  launch_streaming(op, self, self.nbytes() + p.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes() + p.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -92,7 +92,7 @@ at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Gener
   const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
   if (execution_enabled()) host_view(self).exponential_(lambd, generator);
   static const OpHandle op("aten::exponential_");
-  launch_streaming(op, self, self.nbytes());
+  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
   return self;
 }
 
@@ -103,6 +103,13 @@ at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Gener
 // the CPU's random stream (shifting DataLoader shuffles, for one). This kernel is ATen's CPU
 // kernel (native_dropout_cpu: a bool mask from bernoulli_(1 - p), then input * mask * scale) on
 // device memory, with the mask drawn from the device's generator, as CUDA draws from its own.
+void charge_dropout(c10::DeviceIndex device, const at::Tensor& input, const at::Tensor& output,
+                    const at::Tensor& mask) {
+  static const OpHandle op("aten::native_dropout");
+  charge(device, op, describe_kernel(OpClass::Vector, op.name, {input}, {output, mask}),
+         [&] { return describe_tensors({input}); });
+}
+
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
                                                   std::optional<bool> train) {
   if (input.numel() == 0) return {input, at::empty_like(input)};
@@ -113,7 +120,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   if (!execution_enabled()) {  // Note [Predict-only execution]: charged, not drawn
     at::Tensor output = at::empty_like(input);
     at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
-    charge_device_op("aten::native_dropout", OpClass::Vector, device, {input}, {output, mask});
+    charge_dropout(device, input, output, mask);
     return {output, mask};
   }
   const double keep = 1. - p;
@@ -132,7 +139,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     if (narrow) output = output.to(at::kDouble);
   }
   output = adopt_host_result(std::move(output), device);
-  charge_device_op("aten::native_dropout", OpClass::Vector, device, {input}, {output, mask});
+  charge_dropout(device, input, output, mask);
   return {output, mask};
 }
 

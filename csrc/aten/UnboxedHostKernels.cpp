@@ -99,10 +99,11 @@
 
 #include "aten/DtypePolicy.h"
 #include "aten/HostExecution.h"
-#include "aten/HostView.h"
+#include "runtime/HostView.h"
 #include "aten/IndexChecks.h"
 #include "aten/PredictOnly.h"
-#include "aten/OpCost.h"
+#include "aten/Charge.h"
+#include "aten/OpWork.h"
 #include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
 #include "runtime/AllocateOnDevice.h"
@@ -276,12 +277,9 @@ void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs
     bytes += nbytes(*out);
     if (!largest->defined() || out->numel() > largest->numel()) largest = out;
   }
-  current_queue(run.device())
-      .launch(info.name,
-              estimate_cost(system().instance(), info.op_class, info.name, run.inputs(),
-                            *largest, bytes, /*foreach=*/false),
-              trnsim::tracing_enabled() ? describe_tensors(run.inputs()) : std::string());
-  ++info.counter->executed;
+  charge(current_queue(run.device()), info.name, info.counter,
+         describe_op(info.op_class, info.name, run.inputs(), *largest, bytes, /*foreach=*/false),
+         [&] { return describe_tensors(run.inputs()); });
 }
 
 template <class T>

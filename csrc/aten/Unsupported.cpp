@@ -9,7 +9,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
+#include "aten/Unsupported.h"
 
 namespace torch_neuron {
 

@@ -1,6 +1,6 @@
 #include "distributed/HostStaging.h"
 
-#include "aten/HostView.h"
+#include "runtime/HostView.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Runtime.h"
 

@@ -14,10 +14,12 @@
 
 #include <unistd.h>
 
-#include "aten/HostView.h"
+#include "aten/Charge.h"
+#include "runtime/HostView.h"
 #include "distributed/HostStaging.h"
 #include "distributed/NeuronWork.h"
 #include "runtime/Runtime.h"
+#include "runtime/Settings.h"
 #include "runtime/Stream.h"
 
 namespace torch_neuron {
@@ -276,12 +278,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     staging.finish();
   }
   const auto size = static_cast<uint64_t>(charged_size);
-  const auto cost = trnsim::collective_cost(system().instance(), kind, size, places_);
-  trnsim::OpCost charged;
-  charged.bytes = size;
   queue.wait_until(start_ns);
-  const double end = queue.launch(c10::str("c10d::", name), charged, cost.duration_ns,
-                                  json_detail(cost, kind, size, places_.size(), group_name_));
+  const double end = charge(queue, c10::str("c10d::", name), nullptr,
+                            {trnsim::CollectiveOp{kind, size, places_}}, [&] {
+                              const auto cost = trnsim::collective_cost(system().instance(), kind,
+                                                                        size, places_);
+                              return json_detail(cost, kind, size, places_.size(), group_name_);
+                            });
   staging.record_stream(stream);
   return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(outputs), stream, end);
 }
@@ -553,10 +556,10 @@ namespace {
 c10::intrusive_ptr<c10d::Store> attempt_store(const c10::intrusive_ptr<c10d::Store>& store) {
   // torchrun keeps its store across restarts (--max-restarts): a restarted job would find the
   // dead attempt's Gloo addresses under the same keys, so keys carry the attempt (as
-  // torch_neuron/distributed.py does for the groups it creates).
-  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  // torch_neuron/distributed does for the groups it creates).
+  const auto attempt = settings::read_int("TORCHELASTIC_RESTART_COUNT").value_or(0);
   return c10::make_intrusive<c10d::PrefixStore>(
-      std::string("neuron_attempt_") + (attempt && *attempt ? attempt : "0"), store);
+      "neuron_attempt_" + std::to_string(attempt), store);
 }
 
 }  // namespace
@@ -597,16 +600,17 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 
 double ProcessGroupNeuron::charge_transfer(c10::Device device, const char* name, uint64_t bytes,
                                            int peer, double start_ns, bool sending) {
-  const auto cost = trnsim::collective_cost(system().instance(), Collective::SendRecv, bytes,
-                                            {places_[getRank()], places_[peer]});
-  trnsim::OpCost charged;
-  charged.bytes = bytes;
+  const std::vector<trnsim::RankPlace> pair{places_[getRank()], places_[peer]};
   // Sends have a stream of their own: a rank's DMA queues send and receive at the same time.
   trnsim::Queue& queue =
       queue_of(collective_stream(device.index(), stream_slot_ + (sending ? 1 : 0)));
   queue.wait_until(start_ns);
-  return queue.launch(name, charged, cost.duration_ns,
-                      json_detail(cost, Collective::SendRecv, bytes, 2, group_name_));
+  return charge(queue, name, nullptr, {trnsim::CollectiveOp{Collective::SendRecv, bytes, pair}},
+                [&] {
+                  const auto cost = trnsim::collective_cost(system().instance(),
+                                                            Collective::SendRecv, bytes, pair);
+                  return json_detail(cost, Collective::SendRecv, bytes, 2, group_name_);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors,

@@ -21,6 +21,7 @@
 #include "runtime/DeviceAllocator.h"
 #include "python/Distributed.h"
 #include "runtime/Runtime.h"
+#include "runtime/Settings.h"
 #include "runtime/Stream.h"
 #include "runtime/Generator.h"
 
@@ -95,6 +96,65 @@ py::list take_trace() {
     }
   }
   return out;
+}
+
+const char* type_name(settings::Type type) {
+  switch (type) {
+    case settings::Type::Bool:
+      return "bool";
+    case settings::Type::Int:
+      return "int";
+    case settings::Type::Choice:
+      return "choice";
+    case settings::Type::Text:
+      return "text";
+  }
+  return "text";
+}
+
+// The settings table (Note [Settings table]) for Python: its readers, torch_neuron.settings()
+// and `python -m torch_neuron env`.
+void bind_settings(py::module& m) {
+  using torch::wrap_pybind_function;
+  // name -> its value, typed: bool, int (None when unset) or str.
+  m.def("_setting", wrap_pybind_function([](const std::string& name) -> py::object {
+          switch (settings::spec(name).type) {
+            case settings::Type::Bool:
+              return py::bool_(settings::read_bool(name));
+            case settings::Type::Int: {
+              const auto value = settings::read_int(name);
+              return value ? py::object(py::int_(*value)) : py::object(py::none());
+            }
+            default:
+              return py::str(settings::read_text(name));
+          }
+        }));
+  // [(name, value text, source, doc)] in table order; a bad value shows as the error.
+  m.def("_settings", wrap_pybind_function([] {
+          std::vector<std::tuple<std::string, std::string, std::string, std::string>> rows;
+          for (const auto& spec : settings::table()) {
+            std::string value, source;
+            try {
+              const auto v = settings::read(spec.name);
+              value = v.text;
+              source = settings::source_name(v.source);
+            } catch (const c10::Error& e) {
+              value = e.what_without_backtrace();
+              source = "invalid";
+            }
+            rows.emplace_back(spec.name, value, source, spec.doc);
+          }
+          return rows;
+        }));
+  // [(name, type, default, choices, doc)]: the table itself, for docs/settings.md.
+  m.def("_setting_specs", [] {
+    std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> rows;
+    for (const auto& spec : settings::table()) {
+      rows.emplace_back(spec.name, type_name(spec.type), spec.default_value, spec.choices,
+                        spec.doc);
+    }
+    return rows;
+  });
 }
 
 }  // namespace
@@ -173,25 +233,36 @@ PYBIND11_MODULE(_C, m) {
   m.def("_simulation_overhead_ns", wrap_pybind_function(&simulation_overhead_ns));
   m.def("_executed_ops", wrap_pybind_function(&executed_ops));
   m.def("_fallback_ops", wrap_pybind_function(&fallback_ops));
-  m.def("_clear_op_tracking", wrap_pybind_function(&clear_op_tracking));
-  m.def("_set_fallback_error", wrap_pybind_function(&set_fallback_error));
+  m.def("_clear_op_tracking", wrap_pybind_function(&reset_op_counts));
+  m.def("_set_fallback_error", wrap_pybind_function(&set_fallback_raises));
   m.def("_set_execute", wrap_pybind_function(&set_execution_enabled));
-  // torch.compile's generated kernels (torch_neuron/_inductor/scheduling.py): one call per
-  // kernel run, so its arguments are plain numbers.
+  // torch.compile's generated kernels (torch_neuron/compile/scheduling.py): one call per
+  // kernel run; each loop is (engine: "vector", "scalar" or "gpsimd", elements, two inputs).
   m.def("_charge_kernel",
         wrap_pybind_function([](int device, const std::string& name, uint64_t bytes,
-                                uint64_t vector_one_input, uint64_t vector_two_input,
-                                uint64_t scalar, uint64_t gpsimd, bool sixteen_bit,
-                                const std::string& detail) {
-          charge_compiled_kernel(static_cast<c10::DeviceIndex>(device), name,
-                                 {bytes, vector_one_input, vector_two_input, scalar, gpsimd,
-                                  sixteen_bit},
-                                 detail);
+                                const std::vector<std::tuple<std::string, uint64_t, bool>>& loops,
+                                bool sixteen_bit, const std::string& detail) {
+          trnsim::FusedKernel kernel;
+          for (const auto& [engine, elements, two_inputs] : loops) {
+            trnsim::Streaming loop;
+            TORCH_CHECK_VALUE(engine == "vector" || engine == "scalar" || engine == "gpsimd",
+                              "_charge_kernel: unknown engine '", engine, "'");
+            loop.engine = engine == "scalar"   ? trnsim::Engine::Scalar
+                          : engine == "gpsimd" ? trnsim::Engine::GpSimd
+                                               : trnsim::Engine::Vector;
+            loop.elements = elements;
+            loop.two_inputs = two_inputs;
+            loop.sixteen_bit = sixteen_bit;
+            kernel.loops.push_back(loop);
+          }
+          charge_compiled_kernel(static_cast<c10::DeviceIndex>(device), name, bytes,
+                                 std::move(kernel), detail);
         }));
   m.def("_pause_clocks", wrap_pybind_function(&trnsim::pause_clocks));
   m.def("_resume_clocks", wrap_pybind_function(&trnsim::resume_clocks));
   m.def("_execute_enabled", wrap_pybind_function(&execution_enabled));
   m.def("_fallback_is_error", wrap_pybind_function(&fallback_is_error));
   m.def("_first_collective_stream", [] { return kFirstCollectiveStream; });
+  bind_settings(m);
   bind_distributed(m);
 }

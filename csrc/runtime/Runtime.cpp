@@ -4,13 +4,16 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include <trnsim/error.h>
 
+#include "runtime/Settings.h"
 #include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
@@ -21,6 +24,31 @@ TORCH_NEURON_THREAD_LOCAL c10::DeviceIndex tls_current_device = -1;
 std::atomic<bool> bad_fork{false};
 
 void mark_child_as_bad_fork() { bad_fork = true; }
+
+// The simulated machine the settings describe (Note [Settings table]): the instance and the
+// Neuron runtime's core selection, then a fault to arm, if any.
+std::unique_ptr<trnsim::System> system_from_settings() {
+  trnsim::SystemConfig config;
+  config.instance = settings::read_text("TORCH_NEURON_INSTANCE");
+  const auto& table = trnsim::instance_table();
+  TORCH_CHECK(std::any_of(table.begin(), table.end(),
+                          [&](const auto& spec) { return spec.name == config.instance; }),
+              "unknown Trainium instance type '", config.instance,
+              "' (TORCH_NEURON_INSTANCE); valid names are: ", trnsim::instance_names());
+  config.logical_nc_config = settings::read("NEURON_LOGICAL_NC_CONFIG").text;
+  config.visible_cores = settings::read_text("NEURON_RT_VISIBLE_CORES");
+  config.num_cores = settings::read("NEURON_RT_NUM_CORES").text;
+  auto system = trnsim::System::create(config);
+  const std::string fault = settings::read_text("TORCH_NEURON_INJECT_FAULT");
+  if (!fault.empty()) {
+    try {
+      system->arm_fault(fault);
+    } catch (const trnsim::Error& e) {
+      throw trnsim::Error(std::string("TORCH_NEURON_INJECT_FAULT: ") + e.what());
+    }
+  }
+  return system;
+}
 
 }  // namespace
 
@@ -34,8 +62,8 @@ trnsim::System& system() {
   static std::string error;
   std::call_once(once, [] {
     try {
-      ready.store(trnsim::System::from_environment().release(), std::memory_order_release);
-    } catch (const trnsim::Error& e) {
+      ready.store(system_from_settings().release(), std::memory_order_release);
+    } catch (const std::exception& e) {
       error = e.what();
     }
   });
@@ -89,12 +117,14 @@ c10::DeviceIndex launch_device() {
   // it takes the rank's device from current_device() instead of calling set_device. A LOCAL_RANK
   // that names no visible core leaves neuron:0 (the process group then reports the mismatch).
   static const c10::DeviceIndex index = [] {
-    const char* text = std::getenv("LOCAL_RANK");
-    if (text == nullptr || *text == '\0') return c10::DeviceIndex{0};
-    char* end = nullptr;
-    const long rank = std::strtol(text, &end, 10);
-    if (*end != '\0' || rank < 0 || rank >= device_count_or_zero()) return c10::DeviceIndex{0};
-    return static_cast<c10::DeviceIndex>(rank);
+    std::optional<int64_t> rank;
+    try {
+      rank = settings::read_int("LOCAL_RANK");
+    } catch (const c10::Error&) {
+      return c10::DeviceIndex{0};  // not a number: no core of ours
+    }
+    if (!rank || *rank < 0 || *rank >= device_count_or_zero()) return c10::DeviceIndex{0};
+    return static_cast<c10::DeviceIndex>(*rank);
   }();
   return index;
 }

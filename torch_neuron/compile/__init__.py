@@ -28,13 +28,12 @@ def register() -> None:
     from torch._inductor.codegen.common import (register_backend_for_device,
                                                 register_device_op_overrides)
 
-    from torch_neuron.compile import cache, patches, recompiles
+    from torch_neuron.compile import patches, recompiles
     from torch_neuron.compile.device import NeuronDeviceOpOverrides, NeuronInterface
     from torch_neuron.compile.scheduling import NeuronScheduling
     from torch_neuron.compile.wrapper import NeuronWrapperCodegen, NoCppWrapperCodegen
 
     patches.apply()
-    cache.tag_cache_key()
     recompiles.track()
     register_interface_for_device("neuron", NeuronInterface)
     register_device_op_overrides("neuron", NeuronDeviceOpOverrides())

@@ -10,7 +10,7 @@ backend="neuron" adds TorchNeuron's contract below. options={"neuron.codegen": "
 the captured ATen graphs op by op instead (for debugging a compiled program).
 
 TorchNeuron's compile-path environment variables are read at each compilation, as TorchNeuron
-reads them (docs/environment.md has the full mapping):
+reads them (through the settings table; docs/settings.md has the full list):
   TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION  1 (default): a graph that fails to compile raises;
                                             0: it runs eagerly instead, with a warning (forward
                                             and backward graphs alike). The compile option
@@ -35,27 +35,16 @@ import warnings
 
 import torch
 
-_TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no", "")
-_DEFAULT_DEBUG_DIR = "/tmp/neuron_backend"  # TorchNeuron's default
+from torch_neuron._C import _setting
+
 _graph_ids = itertools.count()
-
-
-def _env_flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    if value.strip().lower() in _TRUE:
-        return True
-    if value.strip().lower() in _FALSE:
-        return False
-    raise ValueError(f"{name}={value!r} is not a boolean; set it to 1 or 0 (or unset it)")
 
 
 def _fallback_execution(options) -> bool:
     """Whether a graph that fails to compile runs eagerly instead of raising."""
     if options and "fallback_execution" in options:
         return bool(options["fallback_execution"])
-    return not _env_flag("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", True)
+    return not _setting("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
 
 
 def _check_no_cpu_inputs(example_inputs) -> None:
@@ -71,8 +60,8 @@ def _check_no_cpu_inputs(example_inputs) -> None:
 
 
 def _artifact_dir(kind: str) -> str:
-    root = os.environ.get("TORCH_NEURONX_DEBUG_DIR") or _DEFAULT_DEBUG_DIR
-    folder = os.path.join(root, kind, f"proc_{os.environ.get('RANK', '0')}")
+    rank = _setting("RANK") or 0
+    folder = os.path.join(_setting("TORCH_NEURONX_DEBUG_DIR"), kind, f"proc_{rank}")
     os.makedirs(folder, exist_ok=True)
     return folder
 
@@ -99,7 +88,7 @@ def _save_kernels(compiled, graph_id: int, kind: str) -> None:
 
 def _run_graph_eagerly(kind: str):
     def compile_graph(graph_module: torch.fx.GraphModule, example_inputs):
-        if _env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False):
+        if _setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"):
             _save_graph(graph_module, kind)
         return graph_module.forward
 
@@ -122,7 +111,7 @@ def _inner_compile(fallback: bool):
 
     def inner_compile(graph_module, example_inputs, **kwargs):
         kind = "backward" if kwargs.get("is_backward") else "forward"
-        artifacts = _env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False)
+        artifacts = _setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
         graph_id = _save_graph(graph_module, kind) if artifacts else None
         try:
             if artifacts:  # compiled afresh, so that the generated code is there to save
@@ -159,7 +148,7 @@ def neuron_backend(graph_module: torch.fx.GraphModule, example_inputs, options=N
     if codegen not in ("inductor", "eager"):
         raise ValueError(f"options['neuron.codegen']={codegen!r}: use 'inductor' (the default) "
                          "or 'eager'")
-    if _env_flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", False):
+    if _setting("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"):
         _check_no_cpu_inputs(example_inputs)
     from torch_neuron.compile import recompiles
 
@@ -178,7 +167,7 @@ def neuron_backend(graph_module: torch.fx.GraphModule, example_inputs, options=N
         register()
         # A cached graph skips the per-graph compiler, and with it the artifacts: when they are
         # asked for, the caches are bypassed.
-        artifacts = _env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", False)
+        artifacts = _setting("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
         with functorch_config.patch(enable_autograd_cache=not artifacts and
                                     functorch_config.enable_autograd_cache):
             return compile_fx(graph_module, example_inputs,

@@ -11,14 +11,14 @@ import functools
 import hashlib
 import os
 
+from torch_neuron._C import _setting
+
 
 @functools.cache
 def build_tag() -> str:
-    """torch_neuron's version and a hash of its compiled library and this package's code."""
-    import torch_neuron
-
+    """A hash of torch_neuron's compiled library and of this package's code."""
     digest = hashlib.sha256()
-    root = os.path.dirname(torch_neuron.__file__)
+    root = os.path.dirname(os.path.dirname(__file__))  # the torch_neuron package
     files = [os.path.join(root, "lib", "libtorch_neuron.so")]
     here = os.path.dirname(__file__)
     files += sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py"))
@@ -26,23 +26,30 @@ def build_tag() -> str:
         if os.path.exists(path):
             with open(path, "rb") as f:
                 digest.update(f.read())
-    return f"torch_neuron-{getattr(torch_neuron, '__version__', '0')}-{digest.hexdigest()[:16]}"
+    return f"torch_neuron-{digest.hexdigest()[:16]}"
 
 
-def apply_neff_cache_variables() -> None:
-    """Sets Inductor's own variables from TorchNeuron's, at import (before anything compiles:
-    Inductor settles its cache folder at its first use)."""
-    folder = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
-    if folder and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+def configure() -> None:
+    """At import, before anything compiles: Inductor settles its cache folder at its first use,
+    and a program compiled with the default backend may find its graph in the cache before
+    Inductor ever asks torch.neuron for its code generators (torch_neuron.compile.register)."""
+    _apply_neff_cache_variables()
+    _tag_cache_key()
+
+
+def _apply_neff_cache_variables() -> None:
+    """Sets Inductor's own variables from TorchNeuron's."""
+    folder = _setting("TORCH_NEURONX_NEFF_CACHE_DIR")
+    if folder and not _setting("TORCHINDUCTOR_CACHE_DIR"):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder  # Inductor reads it from there
     for name in ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE"):
-        if os.environ.get(name, "").strip().lower() in ("1", "true", "yes"):
+        if _setting(name):
             import torch.compiler.config
 
             torch.compiler.config.force_disable_caches = True
 
 
-def tag_cache_key() -> None:
+def _tag_cache_key() -> None:
     import torch
 
     tag = build_tag()

@@ -5,22 +5,21 @@ A kernel Inductor generates is one launch on the current neuron stream, costed w
 engine rules as eager ops (trnsim's cost model) but with what fusion changes:
   - HBM traffic is the kernel's argument buffers only (inputs and outputs once, buffers
     updated in place twice): the intermediates it fused away stay on chip;
-  - engine work is one streaming pass per loop nest (Inductor's SchedulerNode: one pointwise
-    or reduction loop over its iteration space), as a NeuronCore runs one instruction stream
-    per pass whatever arithmetic it chains inside (an activation applies scale, bias and its
-    function in one instruction). A loop with a transcendental function (exp, erf, tanh,
-    rsqrt, ...) is a ScalarE pass, plus a VectorE tensor-tensor pass when it also combines two
-    tensors (gelu's backward: the derivative times the gradient), as eager charges such ops;
-    one with an indirect (indexed) load or store is a GpSimdE pass; any other is a VectorE
-    pass, tensor-tensor when it reads two buffers. Eager mode's passes for the same ops come
-    from its op classes and composite plans (csrc/aten/StreamingPasses.cpp): a layer norm is
-    three passes either way, a softmax three;
+  - engine work is one streaming loop per loop nest (Inductor's SchedulerNode: one pointwise
+    or reduction loop over its iteration space), described in trnsim's vocabulary (Note
+    [Work descriptions] in trnsim/work.h) and costed by trnsim like an eager elementwise op
+    on that engine: a NeuronCore runs one instruction stream per pass whatever arithmetic it
+    chains inside (an activation applies scale, bias and its function in one instruction). A
+    loop with a transcendental function (exp, erf, tanh, rsqrt, ...) runs on ScalarE (with a
+    VectorE tensor-tensor pass when it also combines two tensors, as eager charges such ops);
+    one with an indirect (indexed) load or store on GpSimdE; any other on VectorE,
+    tensor-tensor when it reads two buffers;
   - the launch overhead once.
 The kernel's duration is therefore launch + max(engines, HBM), never below the roofline of what
 it still reads and writes. The sizes are expressions of the graph's symbolic sizes, so a
 dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
-runs right after the kernel: _charge_kernel(device, name, bytes, vector one-input elements,
-vector two-input elements, scalar elements, gpsimd elements, 16-bit, fused ATen ops).
+runs right after the kernel: _charge_kernel(device, name, bytes, [(engine, elements, two
+inputs) per loop], 16-bit, fused ATen ops).
 """
 
 import sympy
@@ -49,15 +48,14 @@ def _buffer_bytes(name: str):
     return V.graph.get_numel(name) * V.graph.get_dtype(name).itemsize
 
 
-def _passes(node) -> list[str]:
-    """The engine passes of one loop nest (Note [Fused kernel cost])."""
+def _engine(node) -> str:
+    """The engine of one loop nest (Note [Fused kernel cost])."""
     counts = node._body.op_counts
-    reads = {dep.name for dep in node.read_writes.reads}
     if counts.get("indirect_indexing", 0):
-        return ["gpsimd"]
+        return "gpsimd"
     if any(counts.get(op, 0) for op in TRANSCENDENTAL):
-        return ["scalar", "vector2"] if len(reads) >= 2 else ["scalar"]
-    return ["vector2" if len(reads) >= 2 else "vector1"]
+        return "scalar"
+    return "vector"
 
 
 class KernelWork:
@@ -72,28 +70,29 @@ class KernelWork:
                     if isinstance(v, InplacedBuffer)}
         terms += [2 * _buffer_bytes(v.other_names[-1]) for v in inplaced.values()]
         self.bytes = sympy.Add(*terms) if terms else sympy.Integer(0)
-        work = {"vector1": [], "vector2": [], "scalar": [], "gpsimd": []}
+        self.loops = []  # (engine, elements, two inputs)
         ops = set()
         sixteen_bit = False
         for node in group.scheduled_nodes:
             iteration, reduction = node.get_ranges()
-            elements = sympy_product(iteration) * sympy_product(reduction)
-            for engine_pass in _passes(node):
-                work[engine_pass].append(elements)
+            engine = _engine(node)
+            two_inputs = engine != "gpsimd" and len({d.name for d in node.read_writes.reads}) >= 2
+            self.loops.append((engine, sympy_product(iteration) * sympy_product(reduction),
+                               two_inputs))
             for origin in getattr(node.node, "origins", ()):
                 aten = origin.meta.get("original_aten")
                 if aten is not None and hasattr(aten, "_schema"):
                     ops.add(_op_name(aten).replace("aten::", ""))
             sixteen_bit = sixteen_bit or str(node.node.get_dtype()) in _SIXTEEN_BIT
-        self.work = {k: sympy.Add(*v) if v else sympy.Integer(0) for k, v in work.items()}
         self.sixteen_bit = sixteen_bit
         self.ops = ", ".join(sorted(ops))
 
     def charge_line(self, device_index: int, kernel_name: str) -> str:
         size = V.graph.wrapper_code.codegen_python_sizevar
-        values = ", ".join(size(self.work[k]) for k in ("vector1", "vector2", "scalar", "gpsimd"))
-        return (f"_charge_kernel({device_index}, {kernel_name!r}, {size(self.bytes)}, {values}, "
-                f"{self.sixteen_bit}, {self.ops!r})")
+        loops = ", ".join(f"({engine!r}, {size(elements)}, {two})"
+                          for engine, elements, two in self.loops)
+        return (f"_charge_kernel({device_index}, {kernel_name!r}, {size(self.bytes)}, "
+                f"[{loops}], {self.sixteen_bit}, {self.ops!r})")
 
 
 class NeuronScheduling(CppScheduling):

@@ -2,15 +2,13 @@
 
     torchrun --nproc-per-node 4 train.py        # in train.py:
     dist.init_process_group(backend="neuron")    # or no backend: neuron is the default
-    torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
 
-Each rank is one process on NeuronCore `neuron:LOCAL_RANK` of its simulated instance
+Each rank is one process that starts on NeuronCore `neuron:LOCAL_RANK` of its simulated instance
 (torchrun's GROUP_RANK numbers the instances). The backend takes neuron and CPU tensors, as
 TorchNeuron's does; Gloo moves the bytes and the simulator times them on NeuronLink/EFA.
 """
 
 import functools
-import os
 
 import torch
 import torch.distributed as dist
@@ -22,20 +20,20 @@ BACKEND_NAME = "neuron"
 
 def _rank_device() -> int:
     """The NeuronCore of this rank: LOCAL_RANK under torchrun, else the current device."""
-    local_rank = os.environ.get("LOCAL_RANK")
-    return int(local_rank) if local_rank is not None else torch.neuron.current_device()
+    local_rank = _C._setting("LOCAL_RANK")
+    return local_rank if local_rank is not None else torch.neuron.current_device()
 
 
 def _node() -> int:
     """Which simulated instance this process sits on: torchrun's node rank."""
-    return int(os.environ.get("GROUP_RANK", "0"))
+    return _C._setting("GROUP_RANK") or 0
 
 
 def _create_backend(options, pg_options):
     """c10d's creator (extended API): a ProcessGroupNeuron over a Gloo group of the same ranks."""
     # torchrun keeps its store across restarts (--max-restarts), so a restarted job would find
     # the dead attempt's Gloo addresses under the same keys and fail to connect: key by attempt.
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    attempt = _C._setting("TORCHELASTIC_RESTART_COUNT") or 0
     store = dist.PrefixStore(f"neuron_attempt_{attempt}", options.store)
     gloo = dist.ProcessGroupGloo(store, options.group_rank, options.group_size, options.timeout)
     return _C._ProcessGroupNeuron(gloo, options.group_rank, options.group_size, options.timeout,

@@ -25,12 +25,12 @@ TOP_OPS = 10
 def rank_report(prof, exit_code: int, error: str | None) -> dict:
     """What one rank's profile recorded, as JSON-ready data; who the rank is comes from
     torchrun's environment (RANK, LOCAL_RANK, GROUP_RANK)."""
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = _C._setting("LOCAL_RANK") or 0
     return {
-        "rank": int(os.environ.get("RANK", "0")),
+        "rank": _C._setting("RANK") or 0,
         "local_rank": local_rank,
-        "node": int(os.environ.get("GROUP_RANK", "0")),
-        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "node": _C._setting("GROUP_RANK") or 0,
+        "world_size": _C._setting("WORLD_SIZE") or 1,
         "device": local_rank,  # the backend's rule: rank on node -> neuron:LOCAL_RANK
         "instance": _C._instance_info(),
         "exit_code": exit_code,

@@ -25,7 +25,7 @@ static std::string oom_message(int device, uint64_t requested, uint64_t free, ui
   return "neuron:" + std::to_string(device) + " out of HBM: tried to allocate " +
          format_bytes(requested) + " (free: " + format_bytes(free) + " of " +
          format_bytes(capacity) + " capacity). Free tensors you no longer need, use smaller batches, or pick an "
-         "instance with more HBM per core (TORCH_NEURON_INSTANCE).";
+         "instance with more HBM per core.";
 }
 
 OutOfMemory::OutOfMemory(int device, uint64_t requested, uint64_t free, uint64_t capacity)

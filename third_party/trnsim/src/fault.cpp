@@ -27,8 +27,7 @@ std::string fault_message(FaultKind kind, int device, uint64_t launch) {
   const Status s = status_of(kind);
   return std::string("NRT Error ") + s.name + "(" + std::to_string(s.code) + "): neuron:" +
          std::to_string(device) + " reported " + s.what + " at launch " + std::to_string(launch) +
-         " after the fault was armed (a simulated fault injected by TORCH_NEURON_INJECT_FAULT or "
-         "torch_neuron.inject_fault). The NeuronCore is unusable until the process restarts; "
+         " after the fault was armed (a simulated fault). The NeuronCore is unusable until the process restarts; "
          "tensors on other devices can still be saved.";
 }
 

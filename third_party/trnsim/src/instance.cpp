@@ -61,7 +61,7 @@ const InstanceSpec& find_instance(std::string_view name) {
     if (spec.name == name) return spec;
   }
   throw Error("unknown Trainium instance type '" + std::string(name) +
-              "' (TORCH_NEURON_INSTANCE); valid names are: " + instance_names());
+              "'; valid names are: " + instance_names());
 }
 
 }  // namespace trnsim

@@ -128,6 +128,10 @@ void Queue::wait_until(double t_ns) {
 
 void Queue::set_tracing(bool on) { tracing_ = on; }
 
+bool Queue::tracing() const {
+  return tracing_.load(std::memory_order_relaxed) || tracing_enabled();
+}
+
 std::vector<TraceRecord> Queue::take_trace() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<TraceRecord> out;

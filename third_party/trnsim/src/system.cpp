@@ -1,7 +1,6 @@
 #include "trnsim/system.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -19,28 +18,25 @@ System::System(const InstanceSpec& instance, std::vector<int> visible_cores)
   }
 }
 
-std::unique_ptr<System> System::from_environment() {
-  const char* name = std::getenv("TORCH_NEURON_INSTANCE");
-  InstanceSpec instance = find_instance(name && *name ? std::string_view(name) : kDefaultInstance);
-  const char* lnc = std::getenv("NEURON_LOGICAL_NC_CONFIG");
-  if (lnc && *lnc) instance = with_logical_nc_config(instance, lnc);
+std::unique_ptr<System> System::create(const SystemConfig& config) {
+  InstanceSpec instance =
+      find_instance(config.instance.empty() ? kDefaultInstance : std::string_view(config.instance));
+  if (!config.logical_nc_config.empty()) {
+    instance = with_logical_nc_config(instance, config.logical_nc_config);
+  }
   std::vector<int> cores;
-  const char* visible = std::getenv("NEURON_RT_VISIBLE_CORES");
-  const char* num = std::getenv("NEURON_RT_NUM_CORES");
   // The Neuron runtime gives NEURON_RT_VISIBLE_CORES precedence over NEURON_RT_NUM_CORES
   // (neuron-runtime/guides/configuration-guide.rst, "Notes").
-  if (visible && *visible) {
-    cores = parse_visible_cores(visible, instance.core_count());
+  if (!config.visible_cores.empty()) {
+    cores = parse_visible_cores(config.visible_cores, instance.core_count());
   } else {
-    const int count = num && *num ? parse_num_cores(num, instance.core_count()) : 0;
+    const int count =
+        config.num_cores.empty() ? 0 : parse_num_cores(config.num_cores, instance.core_count());
     // 0 means all cores. The runtime reserves the first free cores; no other process shares
     // a simulated instance, so those are cores 0..count-1.
     for (int c = 0; c < (count ? count : instance.core_count()); ++c) cores.push_back(c);
   }
-  auto system = std::make_unique<System>(instance, cores);
-  const char* fault = std::getenv("TORCH_NEURON_INJECT_FAULT");
-  if (fault && *fault) system->arm_fault(fault);
-  return system;
+  return std::make_unique<System>(instance, cores);
 }
 
 void System::arm_fault(const std::string& spec) {
@@ -48,7 +44,7 @@ void System::arm_fault(const std::string& spec) {
   const auto first = spec.find(':');
   const auto second = first == std::string::npos ? first : spec.find(':', first + 1);
   const auto bad = [&](const std::string& why) {
-    return Error("TORCH_NEURON_INJECT_FAULT='" + spec + "': " + why +
+    return Error("fault '" + spec + "': " + why +
                  "; expected <kind>:<device>:<launch>, e.g. hbm_ue:1:500 (kinds: hbm_ue, "
                  "timeout, lost; the launch counts from 1)");
   };

@@ -1,8 +1,7 @@
-// The simulated machine as configured from the environment, the way the Neuron runtime reads
-// NEURON_RT_VISIBLE_CORES.
+// The simulated machine as configured by a SystemConfig, the way the Neuron runtime reads
+// NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES and NEURON_LOGICAL_NC_CONFIG.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,30 +13,11 @@
 namespace trnsim {
 namespace {
 
-// Every test starts with both variables unset and gets the caller's values back afterwards, so
-// the suite neither depends on nor leaks into the developer's shell.
-class SystemEnv : public ::testing::Test {
+// Each test builds its machine from a SystemConfig: the Neuron runtime's settings in their own
+// syntax (the framework on top reads them from wherever it keeps its settings).
+class SystemConfigTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"TORCH_NEURON_INSTANCE", "NEURON_RT_VISIBLE_CORES",
-                                          "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG"};
-
-  void SetUp() override {
-    for (const char* var : kVars) {
-      const char* value = std::getenv(var);
-      saved_.push_back(value ? std::optional<std::string>(value) : std::nullopt);
-      unsetenv(var);
-    }
-  }
-  void TearDown() override {
-    for (size_t i = 0; i < saved_.size(); ++i) {
-      if (saved_[i]) {
-        setenv(kVars[i], saved_[i]->c_str(), 1);
-      } else {
-        unsetenv(kVars[i]);
-      }
-    }
-  }
-  static void set(const char* var, const char* value) { setenv(var, value, 1); }
+  SystemConfig config_;
 
   // The message of the trnsim::Error thrown by f, or "" with a test failure if none is thrown.
   template <typename F>
@@ -50,13 +30,10 @@ class SystemEnv : public ::testing::Test {
     ADD_FAILURE() << "expected trnsim::Error";
     return "";
   }
-
- private:
-  std::vector<std::optional<std::string>> saved_;
 };
 
-TEST_F(SystemEnv, DefaultsToTrn2Small) {
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, DefaultsToTrn2Small) {
+  auto sys = System::create(config_);
   EXPECT_EQ(sys->instance().name, "trn2.3xlarge");
   ASSERT_EQ(sys->device_count(), 4);
   for (int i = 0; i < 4; ++i) {
@@ -65,116 +42,116 @@ TEST_F(SystemEnv, DefaultsToTrn2Small) {
   }
 }
 
-TEST_F(SystemEnv, EmptyInstanceMeansDefault) {
-  set("TORCH_NEURON_INSTANCE", "");
-  EXPECT_EQ(System::from_environment()->instance().name, "trn2.3xlarge");
+TEST_F(SystemConfigTest, EmptyInstanceMeansDefault) {
+  config_.instance = "";
+  EXPECT_EQ(System::create(config_)->instance().name, "trn2.3xlarge");
 }
 
-TEST_F(SystemEnv, InstanceFromEnvironment) {
-  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, InstanceFromConfig) {
+  config_.instance = "trn1.32xlarge";
+  auto sys = System::create(config_);
   EXPECT_EQ(sys->instance().name, "trn1.32xlarge");
   EXPECT_EQ(sys->device_count(), 32);
   EXPECT_EQ(sys->device(31).core(), 31);
 }
 
-TEST_F(SystemEnv, UnknownInstanceListsNames) {
-  set("TORCH_NEURON_INSTANCE", "p5.48xlarge");
-  const std::string msg = error_of([] { System::from_environment(); });
+TEST_F(SystemConfigTest, UnknownInstanceListsNames) {
+  config_.instance = "p5.48xlarge";
+  const std::string msg = error_of([&] { System::create(config_); });
   EXPECT_NE(msg.find("p5.48xlarge"), std::string::npos) << msg;
   EXPECT_NE(msg.find(instance_names()), std::string::npos) << msg;
 }
 
-TEST_F(SystemEnv, VisibleCoresSingle) {
-  set("NEURON_RT_VISIBLE_CORES", "2");
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, VisibleCoresSingle) {
+  config_.visible_cores = "2";
+  auto sys = System::create(config_);
   ASSERT_EQ(sys->device_count(), 1);
   // The one visible core becomes neuron:0.
   EXPECT_EQ(sys->device(0).index(), 0);
   EXPECT_EQ(sys->device(0).core(), 2);
 }
 
-TEST_F(SystemEnv, VisibleCoresRange) {
-  set("NEURON_RT_VISIBLE_CORES", "0-3");
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, VisibleCoresRange) {
+  config_.visible_cores = "0-3";
+  auto sys = System::create(config_);
   ASSERT_EQ(sys->device_count(), 4);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(sys->device(i).core(), i);
 }
 
-TEST_F(SystemEnv, VisibleCoresList) {
-  set("NEURON_RT_VISIBLE_CORES", "0,2-3");
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, VisibleCoresList) {
+  config_.visible_cores = "0,2-3";
+  auto sys = System::create(config_);
   ASSERT_EQ(sys->device_count(), 3);
   EXPECT_EQ(sys->device(0).core(), 0);
   EXPECT_EQ(sys->device(1).core(), 2);
   EXPECT_EQ(sys->device(2).core(), 3);
 }
 
-TEST_F(SystemEnv, VisibleCoresCheckedAgainstInstance) {
+TEST_F(SystemConfigTest, VisibleCoresCheckedAgainstInstance) {
   // Core 20 exists on trn1.32xlarge but not on the default instance.
-  set("NEURON_RT_VISIBLE_CORES", "20");
-  EXPECT_THROW(System::from_environment(), Error);
-  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
-  EXPECT_EQ(System::from_environment()->device(0).core(), 20);
+  config_.visible_cores = "20";
+  EXPECT_THROW(System::create(config_), Error);
+  config_.instance = "trn1.32xlarge";
+  EXPECT_EQ(System::create(config_)->device(0).core(), 20);
 }
 
-TEST_F(SystemEnv, BadVisibleCoresFromEnvironmentThrow) {
+TEST_F(SystemConfigTest, BadVisibleCoresFromEnvironmentThrow) {
   for (const char* value : {"a", "5", "3-1", "1,1", "-1", "0-", "1-2-3", "0,,1", "2x"}) {
     SCOPED_TRACE(value);
-    set("NEURON_RT_VISIBLE_CORES", value);
-    const std::string msg = error_of([] { System::from_environment(); });
+    config_.visible_cores = value;
+    const std::string msg = error_of([&] { System::create(config_); });
     EXPECT_NE(msg.find(std::string("'") + value + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("0..3"), std::string::npos) << msg;
   }
 }
 
-TEST_F(SystemEnv, NumCoresTakesTheFirstCores) {
-  set("NEURON_RT_NUM_CORES", "2");
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, NumCoresTakesTheFirstCores) {
+  config_.num_cores = "2";
+  auto sys = System::create(config_);
   ASSERT_EQ(sys->device_count(), 2);
   EXPECT_EQ(sys->device(1).core(), 1);
-  set("NEURON_RT_NUM_CORES", "0");  // 0 means all, the runtime's default
-  EXPECT_EQ(System::from_environment()->device_count(), 4);
+  config_.num_cores = "0";  // 0 means all, the runtime's default
+  EXPECT_EQ(System::create(config_)->device_count(), 4);
 }
 
-TEST_F(SystemEnv, VisibleCoresWinOverNumCores) {
-  set("NEURON_RT_NUM_CORES", "1");
-  set("NEURON_RT_VISIBLE_CORES", "2-3");
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, VisibleCoresWinOverNumCores) {
+  config_.num_cores = "1";
+  config_.visible_cores = "2-3";
+  auto sys = System::create(config_);
   ASSERT_EQ(sys->device_count(), 2);
   EXPECT_EQ(sys->device(0).core(), 2);
 }
 
-TEST_F(SystemEnv, BadNumCoresNamesVariableAndRange) {
+TEST_F(SystemConfigTest, BadNumCoresNamesVariableAndRange) {
   for (const char* value : {"5", "-1", "two", "2x"}) {
     SCOPED_TRACE(value);
-    set("NEURON_RT_NUM_CORES", value);
-    const std::string msg = error_of([] { System::from_environment(); });
+    config_.num_cores = value;
+    const std::string msg = error_of([&] { System::create(config_); });
     EXPECT_NE(msg.find("NEURON_RT_NUM_CORES"), std::string::npos) << msg;
     EXPECT_NE(msg.find("from 1 to 4"), std::string::npos) << msg;
   }
 }
 
-TEST_F(SystemEnv, LogicalNcConfigOneSplitsTrn2Devices) {
-  set("NEURON_LOGICAL_NC_CONFIG", "1");
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, LogicalNcConfigOneSplitsTrn2Devices) {
+  config_.logical_nc_config = "1";
+  auto sys = System::create(config_);
   EXPECT_EQ(sys->device_count(), 8);
   EXPECT_EQ(sys->instance().physical_cores_per_logical(), 1);
   EXPECT_EQ(sys->instance().hbm_bytes_per_core(), 12 * kGiB);
   EXPECT_EQ(&sys->device(7).instance(), &sys->instance());
-  set("NEURON_LOGICAL_NC_CONFIG", "2");  // the Trainium2 default
-  EXPECT_EQ(System::from_environment()->device_count(), 4);
+  config_.logical_nc_config = "2";  // the Trainium2 default
+  EXPECT_EQ(System::create(config_)->device_count(), 4);
 }
 
-TEST_F(SystemEnv, BadLogicalNcConfigNamesVariable) {
-  set("NEURON_LOGICAL_NC_CONFIG", "4");
-  EXPECT_NE(error_of([] { System::from_environment(); }).find("use 1 or 2"), std::string::npos);
-  set("TORCH_NEURON_INSTANCE", "trn1.2xlarge");  // Trainium1 has no logical core grouping
-  set("NEURON_LOGICAL_NC_CONFIG", "2");
-  EXPECT_NE(error_of([] { System::from_environment(); }).find("use 1 or unset"),
+TEST_F(SystemConfigTest, BadLogicalNcConfigNamesVariable) {
+  config_.logical_nc_config = "4";
+  EXPECT_NE(error_of([&] { System::create(config_); }).find("use 1 or 2"), std::string::npos);
+  config_.instance = "trn1.2xlarge";  // Trainium1 has no logical core grouping
+  config_.logical_nc_config = "2";
+  EXPECT_NE(error_of([&] { System::create(config_); }).find("use 1 or unset"),
             std::string::npos);
-  set("NEURON_LOGICAL_NC_CONFIG", "1");
-  EXPECT_EQ(System::from_environment()->device_count(), 2);
+  config_.logical_nc_config = "1";
+  EXPECT_EQ(System::create(config_)->device_count(), 2);
 }
 
 TEST(ParseVisibleCores, AcceptsIdsRangesAndLists) {
@@ -198,8 +175,8 @@ TEST(ParseVisibleCores, RejectsBadValuesNamingRange) {
   }
 }
 
-TEST_F(SystemEnv, DeviceOutOfRangeNamesValidRange) {
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, DeviceOutOfRangeNamesValidRange) {
+  auto sys = System::create(config_);
   for (int bad : {99, 4, -1}) {
     SCOPED_TRACE(bad);
     const std::string msg = error_of([&] { sys->device(bad); });
@@ -208,8 +185,8 @@ TEST_F(SystemEnv, DeviceOutOfRangeNamesValidRange) {
   }
 }
 
-TEST_F(SystemEnv, DeviceOfFindsOwningDevice) {
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, DeviceOfFindsOwningDevice) {
+  auto sys = System::create(config_);
   char* on1 = static_cast<char*>(sys->device(1).hbm().allocate(4096));
   char* on3 = static_cast<char*>(sys->device(3).hbm().allocate(1 * kMiB));
   EXPECT_EQ(sys->device_of(on1), 1);
@@ -227,26 +204,26 @@ TEST_F(SystemEnv, DeviceOfFindsOwningDevice) {
   sys->device(3).hbm().release(on3);
 }
 
-TEST_F(SystemEnv, SameChipOnTrn1Large) {
+TEST_F(SystemConfigTest, SameChipOnTrn1Large) {
   // Trainium1 has 2 cores per chip: cores 0,1 share chip 0; core 2 is on chip 1.
-  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
-  auto sys = System::from_environment();
+  config_.instance = "trn1.32xlarge";
+  auto sys = System::create(config_);
   EXPECT_TRUE(sys->same_chip(0, 1));
   EXPECT_FALSE(sys->same_chip(1, 2));
   EXPECT_TRUE(sys->same_chip(30, 31));
   EXPECT_EQ(sys->device(2).chip(), 1);
 }
 
-TEST_F(SystemEnv, SameChipUsesCoreNotDeviceIndex) {
+TEST_F(SystemConfigTest, SameChipUsesCoreNotDeviceIndex) {
   // Devices 0 and 1 are cores 1 and 2, which sit on different chips.
-  set("TORCH_NEURON_INSTANCE", "trn1.32xlarge");
-  set("NEURON_RT_VISIBLE_CORES", "1-2");
-  auto sys = System::from_environment();
+  config_.instance = "trn1.32xlarge";
+  config_.visible_cores = "1-2";
+  auto sys = System::create(config_);
   EXPECT_FALSE(sys->same_chip(0, 1));
 }
 
-TEST_F(SystemEnv, Trn2SmallIsOneChip) {
-  auto sys = System::from_environment();
+TEST_F(SystemConfigTest, Trn2SmallIsOneChip) {
+  auto sys = System::create(config_);
   for (int i = 1; i < sys->device_count(); ++i) EXPECT_TRUE(sys->same_chip(0, i)) << i;
 }
 

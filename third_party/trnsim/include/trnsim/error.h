@@ -1,5 +1,5 @@
 // Errors raised by the simulated Trainium runtime. Messages name the problem and the fix,
-// because the framework on top (torch_neuron) passes them straight to the user.
+// because a framework on top may pass them straight to its users.
 #pragma once
 
 #include <cstdint>

@@ -69,7 +69,7 @@ struct InstanceSpec {
   }
 };
 
-// The instance used when TORCH_NEURON_INSTANCE is unset.
+// The instance a SystemConfig without one describes.
 constexpr std::string_view kDefaultInstance = "trn2.3xlarge";
 
 const std::vector<InstanceSpec>& instance_table();

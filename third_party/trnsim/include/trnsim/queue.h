@@ -99,6 +99,8 @@ class Queue {
   void wait_until(double t_ns);
 
   void set_tracing(bool on);
+  // Whether a launch on this queue makes a TraceRecord (this queue's tracing or the process's).
+  bool tracing() const;
   std::vector<TraceRecord> take_trace();
 
  private:

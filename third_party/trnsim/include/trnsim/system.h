@@ -11,6 +11,16 @@
 
 namespace trnsim {
 
+// How a program configures its simulated machine, in the Neuron runtime's own terms and syntax
+// (neuron-runtime/nrt-configurable-parameters.rst). trnsim reads no environment: the framework
+// on top passes these in. An empty field keeps the default.
+struct SystemConfig {
+  std::string instance;           // instance type ("trn1.32xlarge"); default kDefaultInstance
+  std::string logical_nc_config;  // as NEURON_LOGICAL_NC_CONFIG: physical cores per device
+  std::string visible_cores;      // as NEURON_RT_VISIBLE_CORES: "2", "0-3", "0,2-3"
+  std::string num_cores;          // as NEURON_RT_NUM_CORES: the first N cores, "0" for all
+};
+
 class System {
  public:
   // `visible_cores` lists NeuronCore ids of the instance; device i is visible_cores[i].
@@ -19,11 +29,9 @@ class System {
   System(const System&) = delete;
   System& operator=(const System&) = delete;
 
-  // Reads TORCH_NEURON_INSTANCE (default kDefaultInstance), and, as the Neuron runtime does,
-  // NEURON_LOGICAL_NC_CONFIG (physical cores per device), NEURON_RT_VISIBLE_CORES ("2", "0-3",
-  // "0,2-3") and NEURON_RT_NUM_CORES (the first N cores; VISIBLE_CORES wins when both are set).
-  // Throws trnsim::Error naming the variable on bad values.
-  static std::unique_ptr<System> from_environment();
+  // The machine `config` describes. As the Neuron runtime does, visible_cores wins over
+  // num_cores when both are set. Throws trnsim::Error naming the bad field's runtime variable.
+  static std::unique_ptr<System> create(const SystemConfig& config);
 
   const InstanceSpec& instance() const { return instance_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
@@ -33,14 +41,14 @@ class System {
   std::optional<int> device_of(const void* ptr) const;
   // Whether devices a and b sit on the same chip (device-to-device copies stay off NeuronLink).
   bool same_chip(int a, int b) const;
-  // Arms a simulated fault from TORCH_NEURON_INJECT_FAULT's syntax ("hbm_ue:1:500");
-  // throws trnsim::Error naming the variable on a bad value.
+  // Arms a simulated fault given as "<kind>:<device>:<launch>" ("hbm_ue:1:500": the 500th
+  // launch on device 1 fails); throws trnsim::Error saying what is wrong with the spec.
   void arm_fault(const std::string& spec);
 
  private:
   void check_index(int index) const;  // throws trnsim::Error naming the valid range
 
-  const InstanceSpec instance_;  // a copy: NEURON_LOGICAL_NC_CONFIG may change the table's
+  const InstanceSpec instance_;  // a copy: logical_nc_config may change the table's
   std::vector<std::unique_ptr<Device>> devices_;
 };
 

@@ -1,12 +1,15 @@
-#include "aten/HostView.h"
+#include "runtime/HostView.h"
 
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 
+#include <typeinfo>
 #include <vector>
 
 #include "runtime/AllocateOnDevice.h"
+#include "runtime/DeviceAllocator.h"
 #include "runtime/Runtime.h"
 #include "runtime/ThreadLocal.h"
 
@@ -76,6 +79,19 @@ at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
   return at::Tensor();
 }
 
+// A plain dense CPU tensor, as at::empty makes it outside inference mode, that only the caller
+// references (no Python object, no other owner): what a CPU kernel's new output usually is.
+bool is_fresh_cpu_tensor(const at::Tensor& t) {
+  static const c10::DispatchKeySet cpu_dense =
+      c10::DispatchKeySet(c10::DispatchKey::CPU) |
+      c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::CPUBit) |
+      c10::getAutocastRelatedKeySetFromBackend(c10::BackendComponent::CPUBit);
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return t.use_count() == 1 && t.weak_use_count() == 1 &&
+         typeid(*impl) == typeid(c10::TensorImpl) && impl->key_set() == cpu_dense &&
+         impl->pyobj_slot()->load_pyobj() == nullptr && !impl->is_wrapped_number();
+}
+
 }  // namespace
 
 at::Tensor host_view(const at::Tensor& tensor, bool resizable) {
@@ -124,6 +140,41 @@ at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Ten
                                                     like.storage_offset());
   out._set_conj(like.is_conj());
   out._set_neg(like.is_neg());
+  return out;
+}
+
+void adopt_storage(const at::Tensor& t, c10::DeviceIndex device) {
+  auto* storage = t.storage().unsafeGetStorageImpl();
+  auto& data_ptr = storage->mutable_data_ptr();
+  if (data_ptr.device().type() == kNeuron) return;
+  data_ptr.unsafe_set_device(c10::Device(kNeuron, device));
+  storage->set_allocator(&device_allocator());
+}
+
+at::Tensor adopt_host_result(at::Tensor t, c10::DeviceIndex device) {
+  if (!t.defined() || on_neuron(t) || !t.device().is_cpu()) return t;
+  if (t.storage().nbytes() == 0) {
+    // Zero-byte storages may come from any allocator; give them a neuron identity.
+    c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
+                       device_allocator().allocate_on(device, 0), &device_allocator(), true);
+    return tensor_like(empty, c10::DispatchKey::PrivateUse1, t);
+  }
+  if (NeuronDeviceAllocator::owns(t.storage().data_ptr())) {
+    adopt_storage(t, device);
+    if (is_fresh_cpu_tensor(t)) {
+      // Nobody else sees the kernel's output: it becomes the neuron tensor itself, which saves
+      // building and freeing a TensorImpl per op.
+      auto* impl = t.unsafeGetTensorImpl();
+      impl->set_storage_keep_dtype(t.storage());  // the device follows the adopted storage
+      impl->_change_backend_component_keys(c10::Device(kNeuron, device));
+      return t;
+    }
+    return tensor_like(t.storage(), c10::DispatchKey::PrivateUse1, t);
+  }
+  // Memory the kernel did not get from the CPU allocator (a cached constant): copy it over.
+  at::Tensor out =
+      at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::Device(kNeuron, device)));
+  host_view(out).copy_(t);
   return out;
 }
 

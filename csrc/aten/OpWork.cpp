@@ -1,13 +1,51 @@
-#include "aten/OpCost.h"
+#include "aten/OpWork.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
-
-#include "aten/StreamingPasses.h"
+#include <utility>
 
 namespace torch_neuron {
 namespace {
+
+using trnsim::StreamingKernel;
+
+// The ops that NKI kernels run as a sequence of passes (trnsim's StreamingKernel), by base name.
+const std::pair<std::string_view, StreamingKernel> kStreamingKernels[] = {
+    {"softmax", StreamingKernel::Softmax},
+    {"log_softmax", StreamingKernel::LogSoftmax},
+    {"softmax_backward_data", StreamingKernel::SoftmaxBackward},
+    {"log_softmax_backward_data", StreamingKernel::LogSoftmaxBackward},
+    {"native_layer_norm", StreamingKernel::LayerNorm},
+    {"native_layer_norm_backward", StreamingKernel::LayerNormBackward},
+    {"fused_rms_norm", StreamingKernel::RmsNorm},
+    {"native_batch_norm", StreamingKernel::BatchNorm},
+    {"native_batch_norm_backward", StreamingKernel::BatchNormBackward},
+};
+
+StreamingKernel streaming_kernel(std::string_view base) {
+  for (const auto& [op, kernel] : kStreamingKernels) {
+    if (op == base) return kernel;
+  }
+  return StreamingKernel::Elementwise;
+}
+
+trnsim::Engine engine_of(OpClass op_class) {
+  switch (op_class) {
+    case OpClass::Scalar:
+      return trnsim::Engine::Scalar;
+    case OpClass::GpSimd:
+      return trnsim::Engine::GpSimd;
+    default:
+      return trnsim::Engine::Vector;
+  }
+}
+
+trnsim::Work streaming(trnsim::Engine engine, int64_t elements, uint64_t bytes) {
+  return {trnsim::Streaming{StreamingKernel::Elementwise, engine,
+                            static_cast<uint64_t>(elements)},
+          bytes};
+}
 
 // The largest tensor among the outputs, the tensor that sizes most ops' work; nullptr when there
 // is none. Points into `outputs` (no reference counting: this runs for every op).
@@ -35,14 +73,13 @@ int64_t max_numel(c10::ArrayRef<at::Tensor> tensors) {
 
 // Matmul-like ops: output [..., M, N]; K is the contracted size of the first matrix operand,
 // which is input 0 for mm/bmm/mv/dot and input 1 (after the bias) for the add* forms.
-trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& name,
-                      c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out,
-                      uint64_t bytes) {
+trnsim::Work matmul(const std::string& name, c10::ArrayRef<at::Tensor> inputs,
+                    const at::Tensor& out, uint64_t bytes) {
   const bool has_bias = name.find("::add") != std::string::npos ||
                         name.find("::_addmm") != std::string::npos;
   const size_t lhs_index = has_bias && inputs.size() >= 3 ? 1 : 0;
   if (inputs.size() <= lhs_index || !out.defined()) {
-    return trnsim::streaming_cost(instance, trnsim::Engine::Vector, max_numel(inputs), bytes);
+    return streaming(trnsim::Engine::Vector, max_numel(inputs), bytes);
   }
   const at::Tensor& lhs = inputs[lhs_index];
   // An outer product (addr, outer, ger) contracts over nothing: K = 1.
@@ -55,16 +92,14 @@ trnsim::OpCost matmul(const trnsim::InstanceSpec& instance, const std::string& n
   int64_t batch = out.dim() >= 2 ? out.numel() / std::max<int64_t>(m * n, 1) : 1;
   // A decomposed complex matmul is four real ones (re*re, im*im, re*im, im*re).
   if (out.is_complex()) batch *= 4;
-  return trnsim::matmul_cost(instance, batch, m, k, n, matmul_precision(lhs.scalar_type()),
-                             bytes);
+  return {trnsim::Matmul{batch, m, k, n, matmul_precision(lhs.scalar_type())}, bytes};
 }
 
 // Convolution as the matmul the hardware runs (im2col): output positions x output channels,
 // contracted over input channels per group x kernel size. Backward (grad input and grad weight)
 // does about twice the forward work, sized by the incoming gradient.
-trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::string& name,
-                           c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out,
-                           uint64_t bytes) {
+trnsim::Work convolution(const std::string& name, c10::ArrayRef<at::Tensor> inputs,
+                         const at::Tensor& out, uint64_t bytes) {
   const bool backward = name.find("backward") != std::string::npos;
   // The weight comes after the activation in every convolution signature; a bias is 1-D.
   const at::Tensor* weight = nullptr;
@@ -74,24 +109,24 @@ trnsim::OpCost convolution(const trnsim::InstanceSpec& instance, const std::stri
   if (weight == &inputs.front() && inputs.size() > 1) weight = nullptr;
   const at::Tensor& activation = backward && !inputs.empty() ? inputs.front() : out;
   if (weight == nullptr || !activation.defined() || activation.dim() < 3) {
-    return trnsim::streaming_cost(instance, trnsim::Engine::Vector, max_numel(inputs), bytes);
+    return streaming(trnsim::Engine::Vector, max_numel(inputs), bytes);
   }
   const int64_t channels_out = weight->size(0);
   const int64_t k = weight->numel() / std::max<int64_t>(channels_out, 1);
   const int64_t positions = activation.numel() / std::max<int64_t>(activation.size(1), 1);
-  return trnsim::matmul_cost(instance, backward ? 2 : 1, positions, k, channels_out,
-                             matmul_precision(weight->scalar_type()), bytes);
+  return {trnsim::Matmul{backward ? 2 : 1, positions, k, channels_out,
+                         matmul_precision(weight->scalar_type())},
+          bytes};
 }
 
-// HBM traffic of a gather (index_select, embedding, gather, take, index): the rows it touches,
-// not the whole table it picks them from. It reads as many elements as it writes, plus the
-// indices; an upper bound for the ops that are not gathers (the caller takes the minimum).
-uint64_t gather_bytes(std::string_view base, c10::ArrayRef<at::Tensor> inputs,
-                      const at::Tensor& out) {
-  const bool gather = base == "index_select" || base == "embedding" || base == "gather" ||
-                      base == "take" || base == "index";
-  if (!gather || !out.defined()) return UINT64_MAX;
-  uint64_t bytes = 2 * out.nbytes();
+bool is_gather(std::string_view base) {
+  return base == "index_select" || base == "embedding" || base == "gather" || base == "take" ||
+         base == "index";
+}
+
+// The bytes of a gather's integer operands (its indices).
+uint64_t index_bytes(c10::ArrayRef<at::Tensor> inputs) {
+  uint64_t bytes = 0;
   for (const auto& t : inputs) {
     if (t.defined() && !c10::isFloatingType(t.scalar_type()) &&
         !c10::isComplexType(t.scalar_type())) {
@@ -116,13 +151,6 @@ std::string describe_tensors(c10::ArrayRef<at::Tensor> tensors) {
   return out;
 }
 
-trnsim::OpCost transfer_cost(double duration_ns, uint64_t bytes) {
-  trnsim::OpCost cost;
-  cost.bytes = bytes;
-  cost.engine_ns[static_cast<int>(trnsim::Engine::Dma)] = duration_ns;
-  return cost;
-}
-
 trnsim::Precision matmul_precision(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::kFloat8_e4m3fn:
@@ -138,18 +166,18 @@ trnsim::Precision matmul_precision(c10::ScalarType dtype) {
   }
 }
 
-trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
-                             const std::string& name, c10::ArrayRef<at::Tensor> inputs,
-                             c10::ArrayRef<c10::IValue> outputs, uint64_t bytes) {
+trnsim::Work describe_op(OpClass op_class, const std::string& name,
+                         c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
+                         uint64_t bytes) {
   static const at::Tensor none;
   const at::Tensor* largest = largest_output(outputs);
-  return estimate_cost(instance, op_class, name, inputs, largest != nullptr ? *largest : none,
-                       bytes, name.compare(0, 15, "aten::_foreach_") == 0);
+  return describe_op(op_class, name, inputs, largest != nullptr ? *largest : none, bytes,
+                     name.compare(0, 15, "aten::_foreach_") == 0);
 }
 
-trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_class,
-                             const std::string& name, c10::ArrayRef<at::Tensor> inputs,
-                             const at::Tensor& out, uint64_t bytes, bool foreach) {
+trnsim::Work describe_op(OpClass op_class, const std::string& name,
+                         c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out, uint64_t bytes,
+                         bool foreach) {
   int64_t elements = std::max<int64_t>(out.defined() ? out.numel() : 0, max_numel(inputs));
   if (foreach) {
     // One launch over whole tensor lists: the engines process every element of every list.
@@ -162,9 +190,9 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
   if (complex) elements *= 2;
   switch (op_class) {
     case OpClass::Matmul:
-      return matmul(instance, name, inputs, out, bytes);
+      return matmul(name, inputs, out, bytes);
     case OpClass::Convolution:
-      return convolution(instance, name, inputs, out, bytes);
+      return convolution(name, inputs, out, bytes);
     case OpClass::Scalar:
     case OpClass::GpSimd:
     case OpClass::Vector:
@@ -172,18 +200,11 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
       break;
   }
   const std::string_view base = base_op_name(name);
-  if (op_class == OpClass::GpSimd) {
-    const uint64_t gathered = gather_bytes(base, inputs, out);
-    if (gathered < bytes) {
-      // A gather's work is its output rows, not the table it picks them from.
-      bytes = gathered;
-      elements = out.numel() * (complex ? 2 : 1);
-    }
+  if (op_class == OpClass::GpSimd && is_gather(base) && out.defined()) {
+    return {trnsim::Gather{static_cast<uint64_t>(out.numel() * (complex ? 2 : 1)),
+                           static_cast<uint64_t>(elements), out.nbytes(), index_bytes(inputs)},
+            bytes};
   }
-  trnsim::OpCost cost;
-  cost.flops = static_cast<double>(elements);
-  cost.set_bytes(instance, bytes);
-  const auto count = static_cast<uint64_t>(elements);
   const bool sixteen_bit = out.defined() && (out.scalar_type() == c10::kBFloat16 ||
                                              out.scalar_type() == c10::kHalf);
   // Two operands streamed element by element make a tensor-tensor instruction; a second
@@ -191,11 +212,34 @@ trnsim::OpCost estimate_cost(const trnsim::InstanceSpec& instance, OpClass op_cl
   // flattened lists: it is costed as one input per element.
   int streamed = 0;
   for (const auto& t : inputs) streamed += t.defined() && t.numel() > 1 ? 1 : 0;
-  const PassPlan plan = plan_passes(base, op_class, !foreach && streamed >= 2);
-  for (int i = 0; i < plan.count; ++i) {
-    cost.add_pass(instance, plan.passes[i].engine, count, plan.passes[i].pass, sixteen_bit);
+  return {trnsim::Streaming{streaming_kernel(base), engine_of(op_class),
+                            static_cast<uint64_t>(elements), !foreach && streamed >= 2,
+                            sixteen_bit},
+          bytes};
+}
+
+trnsim::Work describe_kernel(OpClass op_class, const std::string& name,
+                             const std::vector<at::Tensor>& inputs,
+                             const std::vector<at::Tensor>& outputs) {
+  uint64_t bytes = 0;
+  std::vector<c10::IValue> values;
+  for (const auto& t : inputs) bytes += t.defined() ? t.nbytes() : 0;
+  for (const auto& t : outputs) {
+    bytes += t.defined() ? t.nbytes() : 0;
+    values.emplace_back(t);
   }
-  return cost;
+  return describe_op(op_class, name, inputs, values, bytes);
+}
+
+trnsim::Work vector_pass(const at::Tensor& t, uint64_t bytes) {
+  return streaming(trnsim::Engine::Vector, t.numel(), bytes);
+}
+
+std::string_view base_op_name(std::string_view base) {
+  if (base.rfind("aten::", 0) == 0) base.remove_prefix(6);
+  while (!base.empty() && base.front() == '_') base.remove_prefix(1);
+  const size_t dot = base.find('.');
+  return dot == std::string_view::npos ? base : base.substr(0, dot);
 }
 
 }  // namespace torch_neuron

@@ -1,10 +1,18 @@
 // Simulated HBM is host memory, so a neuron tensor's data can be read and written by ATen's CPU
-// kernels through a CPU tensor that aliases it: same bytes, sizes, strides and offset.
+// kernels through a CPU tensor that aliases it: same bytes, sizes, strides and offset; and a CPU
+// tensor a kernel allocated in HBM becomes a neuron tensor without a copy.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include "runtime/Runtime.h"
+
 namespace torch_neuron {
+
+// Whether `t` is a (defined) neuron tensor.
+inline bool on_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kNeuron;
+}
 
 // A CPU tensor aliasing `tensor`'s memory. It does not own the memory: keep `tensor` alive while
 // the view is used. CPU tensors and undefined tensors are returned unchanged.
@@ -21,5 +29,13 @@ void recycle_host_view(at::Tensor view);
 // sizes, strides, storage offset and lazy conj/neg bits: the one way tensors are re-dressed
 // between neuron and host views.
 at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like);
+
+// Turns a CPU tensor that a kernel produced inside AllocateOnDevice(device) into a neuron tensor:
+// without a copy when its memory is in that device's HBM (the usual case), by a copy otherwise.
+// Pass the result by std::move: a tensor only the caller holds is converted in place.
+at::Tensor adopt_host_result(at::Tensor cpu_result, c10::DeviceIndex device);
+
+// Makes the storage of `t`, which a CPU kernel allocated in `device`'s HBM, a neuron storage.
+void adopt_storage(const at::Tensor& t, c10::DeviceIndex device);
 
 }  // namespace torch_neuron

@@ -1,5 +1,5 @@
-// The C++ API of include/torch_neuron/torch_neuron.h, over the runtime. (clear_op_tracking and
-// set_fallback_error are defined in aten/OpTracking.cpp, which declares the same functions.)
+// The C++ API of include/torch_neuron/torch_neuron.h for libtorch programs, in one place: each
+// function forwards to the layer that owns it.
 #include <torch_neuron/torch_neuron.h>
 
 #include "aten/HostExecution.h"
@@ -23,5 +23,7 @@ double synchronize(int index) {
 
 std::map<std::string, int64_t> get_executed_ops() { return executed_ops(); }
 std::map<std::string, int64_t> get_fallback_ops() { return fallback_ops(); }
+void clear_op_tracking() { reset_op_counts(); }
+void set_fallback_error(bool on) { set_fallback_raises(on); }
 
 }  // namespace torch_neuron

@@ -1,0 +1,48 @@
+// The work of an ATen op in trnsim's vocabulary (Note [Work descriptions] in trnsim/work.h),
+// from its class (OpPolicy) and the shapes and dtypes of its tensors: a matmul for matmuls and
+// convolutions (im2col), a gather, or streaming passes on VectorE, ScalarE or GpSimdE, with the
+// op's HBM traffic. Only the translation lives here; trnsim costs it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <trnsim/work.h>
+
+#include "aten/OpPolicy.h"
+
+namespace torch_neuron {
+
+// The work of op `name` of class `op_class` that read `inputs` and produced `outputs`, moving
+// `bytes` through HBM.
+trnsim::Work describe_op(OpClass op_class, const std::string& name,
+                         c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
+                         uint64_t bytes);
+// The same for an op whose work is sized by one output tensor (undefined when it has none);
+// `foreach`: a _foreach_ op, whose work is every element of its input lists.
+trnsim::Work describe_op(OpClass op_class, const std::string& name,
+                         c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out, uint64_t bytes,
+                         bool foreach);
+
+// The work of a dedicated kernel that read `inputs` and wrote `outputs` (its HBM traffic: all
+// of their bytes).
+trnsim::Work describe_kernel(OpClass op_class, const std::string& name,
+                             const std::vector<at::Tensor>& inputs,
+                             const std::vector<at::Tensor>& outputs);
+// One VectorE pass writing `t` (a fill, a random draw), moving `bytes` through HBM.
+trnsim::Work vector_pass(const at::Tensor& t, uint64_t bytes);
+
+// "f32[8,8], bf16[8]": operand shapes for trace records (built only while tracing).
+std::string describe_tensors(c10::ArrayRef<at::Tensor> tensors);
+
+// TensorE precision for a dtype: FP8 types, 16-bit floats, everything else FP32.
+trnsim::Precision matmul_precision(c10::ScalarType dtype);
+
+// "softmax_backward_data" from "aten::_softmax_backward_data.out".
+std::string_view base_op_name(std::string_view name);
+
+}  // namespace torch_neuron

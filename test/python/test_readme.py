@@ -87,10 +87,9 @@ def test_torchrun_example_runs(page, line, info, code, before, tmp_path):
 
 
 def test_relative_links_resolve():
-    """Links between README.md, docs/ and the sources point at files that exist. Pages that
-    other work adds (the generated settings page, the test map) are allowed to be missing
-    until they land."""
-    pending = {"docs/settings.md", "test/README.md"}
+    """Links between README.md, docs/ and the sources point at files that exist. The test map
+    (test/README.md) lands with the test folders."""
+    pending = {"test/README.md"}
     broken = []
     for page in PAGES:
         for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text(page)):

@@ -26,53 +26,57 @@ const at::Generator& gen_for(const at::Tensor& self, const std::optional<at::Gen
   return host_generator_for(gen, self.device().index());
 }
 
-at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).normal_(mean, std, generator);
-  static const OpHandle op("aten::normal_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
+// A random fill of `self`: `draw` writes its host view (not in predict-only mode), and the
+// fill is charged as one VectorE pass moving `bytes`, whether drawn or not.
+template <class Draw>
+at::Tensor& random_fill(at::Tensor& self, const OpHandle& op, uint64_t bytes, Draw draw) {
+  if (execution_enabled()) draw(host_view(self));
+  charge(self.device().index(), op, vector_pass(self, bytes),
+         [&] { return describe_tensors({self}); });
   return self;
+}
+
+// The generator is checked in predict-only mode too (gen_for).
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  static const OpHandle op("aten::normal_");
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes(),
+                     [&](at::Tensor view) { view.normal_(mean, std, generator); });
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).uniform_(from, to, generator);
   static const OpHandle op("aten::uniform_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
-  return self;
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes(),
+                     [&](at::Tensor view) { view.uniform_(from, to, generator); });
 }
 
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).random_(generator);
   static const OpHandle op("aten::random_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
-  return self;
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes(), [&](at::Tensor view) { view.random_(generator); });
 }
 
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).random_(to, generator);
   static const OpHandle op("aten::random_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
-  return self;
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes(),
+                     [&](at::Tensor view) { view.random_(to, generator); });
 }
 
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                         std::optional<at::Generator> gen) {
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).random_(from, to, generator);
   static const OpHandle op("aten::random_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
-  return self;
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes(),
+                     [&](at::Tensor view) { view.random_(from, to, generator); });
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).bernoulli_(p, generator);
   static const OpHandle op("aten::bernoulli_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
-  return self;
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes(),
+                     [&](at::Tensor view) { view.bernoulli_(p, generator); });
 }
 
 // Probabilities from a tensor (torch.bernoulli(p) lands here), which may be a neuron or CPU tensor.
@@ -81,19 +85,17 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
   TORCH_CHECK(p.device() == self.device() || p.device().is_cpu(),
               "bernoulli_: the probabilities are on ", p.device(), " but the tensor is on ",
               self.device());
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).bernoulli_(host_view(p), generator);
   static const OpHandle op("aten::bernoulli_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes() + p.nbytes()), [&] { return describe_tensors({self}); });
-  return self;
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes() + p.nbytes(),
+                     [&](at::Tensor view) { view.bernoulli_(host_view(p), generator); });
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
-  const at::Generator& generator = gen_for(self, gen);  // checked in predict-only mode too
-  if (execution_enabled()) host_view(self).exponential_(lambd, generator);
   static const OpHandle op("aten::exponential_");
-  charge(self.device().index(), op, vector_pass(self, self.nbytes()), [&] { return describe_tensors({self}); });
-  return self;
+  const at::Generator& generator = gen_for(self, gen);
+  return random_fill(self, op, self.nbytes(),
+                     [&](at::Tensor view) { view.exponential_(lambd, generator); });
 }
 
 // Note [Dropout draws from the neuron generator]

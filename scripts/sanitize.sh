@@ -19,7 +19,9 @@ ctest --test-dir build-sanitize --output-on-failure -j2
 if [ "$python_too" = ON ]; then
   smoke=$(mktemp -d)
   mkdir -p "$smoke/torch_neuron/lib"
-  cp -r torch_neuron/*.py torch_neuron/neuron "$smoke/torch_neuron/"
+  # The Python package without its built files, then the sanitized ones.
+  (cd torch_neuron && find . -name '*.py' -not -path '*/__pycache__/*' \
+     -exec cp --parents {} "$smoke/torch_neuron/" \;)
   cp build-sanitize/_C*.so "$smoke/torch_neuron/"
   cp build-sanitize/libtorch_neuron.so "$smoke/torch_neuron/lib/"
   LD_PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)" \

@@ -5,6 +5,7 @@
 #include "aten/HostExecution.h"
 #include "aten/OpTracking.h"
 #include "runtime/Runtime.h"
+#include "runtime/SimulatorError.h"
 
 namespace torch_neuron {
 
@@ -18,7 +19,8 @@ int device_count() { return static_cast<int>(visible_device_count()); }
 std::string instance_name() { return system().instance().name; }
 
 double synchronize(int index) {
-  return device(resolve_device(static_cast<c10::DeviceIndex>(index))).synchronize_ns();
+  return simulator_call(
+      [&] { return device(resolve_device(static_cast<c10::DeviceIndex>(index))).synchronize_ns(); });
 }
 
 std::map<std::string, int64_t> get_executed_ops() { return executed_ops(); }

@@ -22,6 +22,7 @@
 #include "python/Distributed.h"
 #include "runtime/Runtime.h"
 #include "runtime/Settings.h"
+#include "runtime/SimulatorError.h"
 #include "runtime/Stream.h"
 #include "runtime/Generator.h"
 
@@ -183,8 +184,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init_device", wrap_pybind_function([](int index) { device(resolve_device(index)); }));
   m.def("_synchronize", wrap_pybind_function([](int index) {
           index = resolve_device(index);
-          device(index).health().check(index);  // a failed device cannot be synchronized
-          return device(index).synchronize_ns();
+          return simulator_call([&] {
+            device(index).health().check(index);  // a failed device cannot be synchronized
+            return device(index).synchronize_ns();
+          });
         }));
   m.def("_stream_clock_ns", wrap_pybind_function([](int index, int64_t stream_id) {
           const c10::Device dev(kNeuron, resolve_device(index));
@@ -201,8 +204,10 @@ PYBIND11_MODULE(_C, m) {
           TORCH_CHECK_VALUE(after_launches >= 1, "after_launches must be >= 1 (1 = the next "
                             "launch on the device), got ", after_launches);
           check_device_index(index);
-          system().device(index).health().arm(trnsim::parse_fault_kind(kind),
-                                              static_cast<uint64_t>(after_launches));
+          simulator_call([&] {
+            system().device(index).health().arm(trnsim::parse_fault_kind(kind),
+                                                static_cast<uint64_t>(after_launches));
+          });
         }));
   m.def("_device_failed", wrap_pybind_function([](int index) {
           check_device_index(index);

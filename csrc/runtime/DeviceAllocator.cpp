@@ -13,6 +13,7 @@
 
 #include "runtime/PointerTable.h"
 #include "runtime/Runtime.h"
+#include "runtime/SimulatorError.h"
 #include "runtime/Stream.h"
 
 namespace torch_neuron {
@@ -198,7 +199,8 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
 c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device dev(kNeuron, index);
   trnsim::Queue& queue = current_queue(index);  // checks the device index
-  device(index).health().check(index);           // a failed device allocates nothing
+  // A failed device allocates nothing.
+  simulator_call([&] { device(index).health().check(index); });
   if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
   const size_t size = round_size(nbytes);
   auto& st = state();

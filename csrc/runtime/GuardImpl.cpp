@@ -7,6 +7,7 @@
 
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Runtime.h"
+#include "runtime/SimulatorError.h"
 #include "runtime/Stream.h"
 
 namespace torch_neuron {
@@ -118,11 +119,7 @@ double NeuronGuardImpl::elapsedTime(void* start, void* end, const c10::DeviceInd
   auto* e = static_cast<NeuronEvent*>(end);
   TORCH_CHECK(s->timing && e->timing,
               "both events must be created with enable_timing=True to measure elapsed time");
-  try {
-    return trnsim::Event::elapsed_ms(s->event, e->event);
-  } catch (const trnsim::Error& err) {
-    TORCH_CHECK(false, err.what());
-  }
+  return simulator_call([&] { return trnsim::Event::elapsed_ms(s->event, e->event); });
 }
 
 bool NeuronGuardImpl::queryStream(const c10::Stream& stream) const {

@@ -70,7 +70,7 @@ def _restore_neuron_state():
         torch.neuron.set_device(0)
 
 
-DISTRIBUTED_DIR = os.path.join(os.path.dirname(__file__), "distributed")
+DISTRIBUTED_DIR = os.path.join(os.path.dirname(__file__), "distributed", "workers")
 
 
 def free_loopback_port():
@@ -119,7 +119,7 @@ def run_process_group(command, env=None, timeout=240):
 
 
 def run_torchrun(script, nproc, args=(), env=None, timeout=240, nnodes=1, extra_args=()):
-    """Launches `script` (a file in test/python/distributed unless a path) with torchrun on
+    """Launches `script` (a file in test/python/distributed/workers unless a path) with torchrun on
     loopback; nnodes > 1 starts one torchrun agent per simulated instance; `extra_args` go to
     torchrun itself (e.g. --max-restarts)."""
     path = script if os.path.isabs(script) else os.path.join(DISTRIBUTED_DIR, script)

@@ -10,6 +10,10 @@ import textwrap
 
 import pytest
 
+# The time limit per test (test/pytest_time_limit.py), shared with test/fidelity.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytest_plugins = ("pytest_time_limit",)
+
 # Variables that select the simulated machine or change the back end's behaviour (every one
 # docs/environment.md lists as honoured). Subprocesses start without them unless a test sets
 # them, so they see the default trn2.3xlarge.

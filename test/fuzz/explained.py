@@ -615,7 +615,7 @@ ENTRIES = [
           "bins integers as CUDA does (transformers' MoE routing relies on it); the result must "
           "equal the CPU's histc of the values as float32. Values computed from it exist on "
           "neuron only.",
-          "csrc/aten/Histogram.cpp; test/python/test_integer_histc.py",
+          "csrc/aten/Histogram.cpp; test/python/ops/test_integer_histc.py",
           _integer_histc, taints=True),
     Entry("one-hot-accelerator-range-check",
           "PyTorch's one_hot checks class values against [0, num_classes) only for CPU tensors; "

@@ -27,7 +27,7 @@ from fuzz.program import reproducer  # noqa: E402
 from fuzz.runner import run_program  # noqa: E402
 from fuzz.shrink import describe_size, shrink  # noqa: E402
 
-# The smoke: fixed seeds, a few hundred programs (CI, test/python/test_fuzz_smoke.py).
+# The smoke: fixed seeds, a few hundred programs (CI, test/python/reliability/test_fuzz_smoke.py).
 SMOKE_START = 1_000_000
 SMOKE_PROGRAMS = 500
 

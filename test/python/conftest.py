@@ -10,6 +10,10 @@ import textwrap
 
 import pytest
 
+# The time limit per test (test/pytest_time_limit.py), shared with test/fidelity.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytest_plugins = ("pytest_time_limit",)
+
 # Variables that select the simulated machine or change the back end's behaviour (every one
 # docs/environment.md lists as honoured). Subprocesses start without them unless a test sets
 # them, so they see the default trn2.3xlarge.
@@ -70,7 +74,7 @@ def _restore_neuron_state():
         torch.neuron.set_device(0)
 
 
-DISTRIBUTED_DIR = os.path.join(os.path.dirname(__file__), "distributed")
+DISTRIBUTED_DIR = os.path.join(os.path.dirname(__file__), "distributed", "workers")
 
 
 def free_loopback_port():
@@ -119,7 +123,7 @@ def run_process_group(command, env=None, timeout=240):
 
 
 def run_torchrun(script, nproc, args=(), env=None, timeout=240, nnodes=1, extra_args=()):
-    """Launches `script` (a file in test/python/distributed unless a path) with torchrun on
+    """Launches `script` (a file in test/python/distributed/workers unless a path) with torchrun on
     loopback; nnodes > 1 starts one torchrun agent per simulated instance; `extra_args` go to
     torchrun itself (e.g. --max-restarts)."""
     path = script if os.path.isabs(script) else os.path.join(DISTRIBUTED_DIR, script)

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 pytest.importorskip("transformers")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "conformance"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "conformance"))
 import hf_arch_sweep  # noqa: E402
 
 

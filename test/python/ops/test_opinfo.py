@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "conformance"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "conformance"))
 import opinfo_sweep  # noqa: E402
 
 
@@ -73,6 +73,6 @@ def test_each_device_gets_its_own_copy_of_the_inputs():
 def test_readme_table_is_the_committed_report():
     import json
 
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[3]
     report = json.loads((root / "test" / "conformance" / "opinfo_report.json").read_text())
     assert opinfo_sweep.markdown_table(report["summary"]) in (root / "README.md").read_text()

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
+SOAK = Path(__file__).resolve().parents[3] / "benchmarks" / "soak.py"
 
 
 def test_soak_smoke_keeps_memory_flat():

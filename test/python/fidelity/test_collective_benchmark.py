@@ -10,7 +10,7 @@ import time
 
 from conftest import assert_ok, run_process_group
 
-BENCHMARK = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks",
+BENCHMARK = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks",
                          "collective_benchmark.py")
 HEADER = ("size", "count", "type", "sim time", "sim/", "algbw", "busbw", "algorithm", "link",
           "ceiling", "busbw/", "wall neuron", "wall cpu", "neuron/", "calls")

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from fuzz import explained, known_open  # noqa: E402
 from fuzz.generator import generate  # noqa: E402
@@ -19,7 +19,7 @@ from fuzz.run import SMOKE_PROGRAMS, SMOKE_START, run_many  # noqa: E402
 from fuzz.runner import run_program  # noqa: E402
 from fuzz.shrink import shrink  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repository
 
 
 def test_smoke_finds_no_unexplained_mismatch():

@@ -20,7 +20,7 @@ from conftest import loopback_env, rank_rows, run_process_group
 from torch_neuron.distributed import report as _distributed_report
 from torch_neuron.__main__ import run as run_command
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repository
 FSDP_EXAMPLE = os.path.join(REPO, "examples", "train_fsdp.py")
 REPORT = "torch_neuron report"
 COLLECTIVE_STREAM = torch_neuron._C._first_collective_stream()

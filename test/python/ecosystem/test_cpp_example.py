@@ -14,7 +14,7 @@ import torch
 import torch_neuron
 from conftest import NEURON_ENV_VARS
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "cpp"
 
 

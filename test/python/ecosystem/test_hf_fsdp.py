@@ -22,7 +22,7 @@ pytest.importorskip(
 pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repository
 EXAMPLE = os.path.join(REPO, "examples", "hf_fsdp_finetune.py")
 TIMEOUT = 300  # per launch; all run at once on a 2-core machine, each alone takes 10-15 s
 

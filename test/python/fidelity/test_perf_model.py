@@ -8,7 +8,11 @@ elementwise op runs at HBM bandwidth, streams of one core share its engines (wor
 only where it uses different ones), and the numbers follow TORCH_NEURON_INSTANCE.
 
 Inputs are made with torch.empty: creating them costs no device time, and only the op under
-test sits between the events."""
+test sits between the events.
+
+Every test here reads simulated time only, so everything runs predict-only (Note [Predict-only
+execution]): the ops are charged exactly as when they compute, and a 4096^3 bf16 matmul costs
+no host time (minutes on a host without AVX-512 BF16 support)."""
 
 import pytest
 import torch
@@ -18,6 +22,15 @@ import torch_neuron
 from conftest import catch_up, run_python_json
 
 MiB = 1 << 20
+
+# Subprocesses (run_python_json) start predict-only too.
+PREDICT_ONLY = {"TORCH_NEURON_EXECUTE": "0"}
+
+
+@pytest.fixture(autouse=True)
+def predict_only():
+    with torch_neuron.predict_only():
+        yield
 
 # Per chip, from the Neuron docs: HBM GB/s, TensorE clock (GHz), one DMA engine's rate (B/ns,
 # NKI DMA bandwidth guide; 16 engines per physical core); and the logical NeuronCores (devices)
@@ -247,7 +260,7 @@ def test_mfu_and_engine_busy_never_exceed_the_hardware():
         mfu = float(re.search(r"MFU ([0-9.]+)%", text).group(1))
         busy = float(re.search(r"TensorE ([0-9.]+)%", text).group(1))
         print(json.dumps([mfu, busy]))
-    """)
+    """, env=PREDICT_ONLY)
     mfu, tensor_busy = out
     assert 0 < mfu <= 100
     assert 90 <= tensor_busy <= 100  # TensorE-bound work back to back
@@ -283,6 +296,7 @@ def measured():
     def get(instance):
         if instance not in cache:
             env = {"TORCH_NEURON_INSTANCE": instance} if instance else {}
+            env.update(PREDICT_ONLY)
             cache[instance] = run_python_json(MEASURE, env=env)
         return cache[instance]
 

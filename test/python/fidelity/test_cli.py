@@ -12,7 +12,7 @@ import pytest
 
 from conftest import NEURON_ENV_VARS
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repository
 TRAIN = os.path.join(REPO, "examples", "train.py")
 REPORT = "torch_neuron report"
 

@@ -3,7 +3,7 @@ tp_plan="auto")` under torchrun shards tiny Llama, Qwen2 and Mixtral (MoE) model
 ranks' NeuronCores, and greedy generation with the dynamic and the static cache gives the
 tokens of the same saved model run unsharded on the CPU in this process.
 
-One torchrun launch of distributed/hf_tp_worker.py on 2 ranks loads all three models; the
+One torchrun launch of distributed/workers/hf_tp_worker.py on 2 ranks loads all three models; the
 example examples/hf_tp_generate.py runs as the README documents it (`python -m torch_neuron run
 --nproc-per-node 2 examples/hf_tp_generate.py`). On an idle 2-core machine the file takes about
 40 s. The head counts allow 4 ranks (`launch_worker(saved_models, 4, ["llama"], ["dynamic"])`
@@ -35,7 +35,7 @@ from conftest import assert_ok, run_process_group, run_torchrun
 
 transformers = pytest.importorskip("transformers", reason="install with scripts/install.sh")
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repository
 EXAMPLE = os.path.join(REPO, "examples", "hf_tp_generate.py")
 NEW_TOKENS = 8
 CACHES = ("dynamic", "static")

@@ -1,5 +1,6 @@
-"""Launches one of the training workers of test/python/distributed twice under torchrun: on
-neuron (backend "neuron") and on the CPU (backend "gloo"), and loads what every rank saved."""
+"""Launches one of the training workers of test/python/distributed/workers twice under
+torchrun: on neuron (backend "neuron") and on the CPU (backend "gloo"), and loads what every
+rank saved."""
 
 import torch
 

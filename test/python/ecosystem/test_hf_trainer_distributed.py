@@ -9,7 +9,7 @@ DistributedType.FSDP), so the FSDP2 cases are compared with the CPU's DDP run of
 and data: the same math (each rank steps with the mean gradient of the global batch), other
 collectives. Every case also runs without CPU fallback on neuron.
 
-One launch per device runs all cases (test/python/distributed/hf_trainer_worker.py); each test
+One launch per device runs all cases (test/python/distributed/workers/hf_trainer_worker.py); each test
 checks one case of what the ranks saved.
 """
 

@@ -14,23 +14,24 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest_plugins = ("pytest_time_limit",)
 
-# Variables that select the simulated machine or change the back end's behaviour (every one
-# docs/environment.md lists as honoured). Subprocesses start without them unless a test sets
-# them, so they see the default trn2.3xlarge.
-NEURON_ENV_VARS = (
-    "TORCH_NEURON_INSTANCE", "TORCH_NEURON_FALLBACK", "TORCH_NEURON_FLOAT64",
-    "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_LOGICAL_NC_CONFIG",
-    "TORCH_NEURONX_COMPLEX_DECOMPOSE", "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
-    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
-    "TORCH_NEURONX_DEBUG_DIR", "TORCH_NEURON_INJECT_FAULT", "TORCH_NEURON_EXECUTE",
-    "TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_DISABLE_CACHE",
-    "TORCH_NEURONX_DISABLE_NEFF_CACHE",
-)
-
-
 # Inductor writes its cache folder into the environment of the process that compiles first;
 # a subprocess chooses its own unless a test sets it.
 INHERITED_ONLY_IF_SET = ("TORCHINDUCTOR_CACHE_DIR",)
+# Set by torchrun for the ranks it starts; the launcher tests set them themselves.
+LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RESTART_COUNT")
+
+
+def _neuron_env_vars():
+    import torch_neuron
+
+    return tuple(name for name, *_ in torch_neuron._C._setting_specs()
+                 if name not in INHERITED_ONLY_IF_SET + LAUNCHER_VARS)
+
+
+# Every setting that selects the simulated machine or changes the backend's behaviour, from the
+# settings table (Note [Settings table]). Subprocesses start without them unless a test sets
+# them, so they see the default trn2.3xlarge.
+NEURON_ENV_VARS = _neuron_env_vars()
 
 
 def run_python(code, env=None, timeout=120):

@@ -1,6 +1,6 @@
 """The Inductor decisions keyed on device.type == "cpu" that must also hold for neuron, whose
 kernels are Inductor's C++ CPU kernels. Each patch is applied once, keeps PyTorch's behaviour
-for every other device, and has a test (test/python/test_compile_inductor.py) that fails when
+for every other device, and has a test (test/python/compile/test_compile.py) that fails when
 PyTorch changes what it patches, so that it can be dropped or revisited."""
 
 import functools

@@ -8,6 +8,8 @@ point of every step are the same number. Any growth is a leak: a tensor kept per
 would grow memory by at least 512 bytes per step (1 MB over this run).
 """
 
+import gc
+
 import pytest
 import torch
 import torch.nn as nn
@@ -37,6 +39,9 @@ def run():
     """Trains for STEPS steps. In steps 100 and STEPS - 1 it samples memory_allocated at every
     point it can observe, including inside backward (gradient hooks) and around the optimizer
     step (hooks)."""
+    # Earlier tests may leave neuron tensors in reference cycles; were the collector to free
+    # them during this run, memory_allocated would drop by their bytes mid-run.
+    gc.collect()
     torch.neuron.empty_cache()
     torch.manual_seed(0)
     model = TinyLM().to("neuron")

@@ -42,17 +42,4 @@ OpCost matmul_cost(const InstanceSpec& instance, int64_t batch, int64_t m, int64
   return cost;
 }
 
-OpCost streaming_cost(const InstanceSpec& instance, Engine engine, uint64_t elements,
-                      uint64_t bytes, Pass pass, bool sixteen_bit) {
-  OpCost cost;
-  cost.flops = static_cast<double>(elements);
-  cost.set_bytes(instance, bytes);
-  cost.add_pass(instance, engine, elements, pass, sixteen_bit);
-  return cost;
-}
-
-double streaming_duration_ns(const InstanceSpec& instance, uint64_t bytes) {
-  return kLaunchOverheadNs + hbm_ns(instance, bytes);
-}
-
 }  // namespace trnsim

@@ -13,6 +13,7 @@
 #include "trnsim/device.h"
 #include "trnsim/instance.h"
 #include "trnsim/queue.h"
+#include "trnsim/work.h"
 
 namespace trnsim {
 namespace {
@@ -68,6 +69,15 @@ std::string describe(const InstanceSpec& inst, const MatmulShape& s, Precision p
 double tensor_ns(const OpCost& c) { return c.engine_ns[static_cast<int>(Engine::Tensor)]; }
 
 // Peak rates ------------------------------------------------------------------------------------
+
+// One elementwise pass of `engine` over `elements`, with `bytes` of HBM traffic, timed as the
+// backend times it (through the work vocabulary).
+OpCost streaming(const InstanceSpec& inst, Engine engine, uint64_t elements, uint64_t bytes,
+                 Pass pass = Pass::OneInput, bool sixteen_bit = false) {
+  const Streaming work{StreamingKernel::Elementwise, engine, elements, pass == Pass::TwoInput,
+                       sixteen_bit};
+  return time_of(inst, Work{work, bytes}).cost;
+}
 
 // A logical core's peak is 128 x 128 multiply-adds per TensorE cycle per physical core; FP32 at a
 // quarter of that, FP8 at twice on NeuronCore-v3 (double row). The product pages' TFLOPS agree
@@ -128,7 +138,7 @@ TEST(Cost, StreamingNeverBeatsEngineLanesOrHbmBandwidth) {
         for (Pass pass : {Pass::OneInput, Pass::TwoInput}) {
           for (bool sixteen_bit : {false, true}) {
             const uint64_t bytes = elements * 12;
-            const OpCost c = streaming_cost(inst, e, elements, bytes, pass, sixteen_bit);
+            const OpCost c = streaming(inst, e, elements, bytes, pass, sixteen_bit);
             const std::string what =
                 inst.name + " " + engine_name(e) + " " + std::to_string(elements) + " elements";
             // The fastest the hardware goes: 4 elements per lane per cycle (VectorE
@@ -137,9 +147,13 @@ TEST(Cost, StreamingNeverBeatsEngineLanesOrHbmBandwidth) {
             EXPECT_GE(c.engine_ns[static_cast<int>(e)], elements / lanes_per_ns / fastest) << what;
             EXPECT_GE(c.duration_ns(), static_cast<double>(bytes) / inst.core_hbm_gbps()) << what;
             EXPECT_GE(c.duration_ns(), kLaunchOverheadNs) << what;
-            // Only the named engine is busy.
+            // Only the named engine is busy, but for the VectorE tensor-tensor pass that
+            // follows a ScalarE pass with two streamed operands.
+            const bool vector_follows = e == Engine::Scalar && pass == Pass::TwoInput;
             for (int other = 0; other < kEngineCount; ++other) {
-              if (other != static_cast<int>(e)) EXPECT_EQ(c.engine_ns[other], 0.0) << what;
+              if (other == static_cast<int>(e)) continue;
+              if (vector_follows && other == static_cast<int>(Engine::Vector)) continue;
+              EXPECT_EQ(c.engine_ns[other], 0.0) << what;
             }
           }
         }
@@ -151,8 +165,9 @@ TEST(Cost, StreamingNeverBeatsEngineLanesOrHbmBandwidth) {
 TEST(Cost, DataMovementNeverBeatsHbmBandwidth) {
   for (const auto& inst : instance_table()) {
     for (uint64_t bytes : {uint64_t{0}, uint64_t{1}, kMiB, kGiB}) {
-      EXPECT_GE(streaming_duration_ns(inst, bytes), bytes / inst.core_hbm_gbps()) << inst.name;
-      EXPECT_GE(streaming_duration_ns(inst, bytes), kLaunchOverheadNs) << inst.name;
+      const double ns = time_of(inst, Work{Streaming{}, bytes}).duration_ns;
+      EXPECT_GE(ns, bytes / inst.core_hbm_gbps()) << inst.name;
+      EXPECT_GE(ns, kLaunchOverheadNs) << inst.name;
     }
   }
 }
@@ -179,10 +194,11 @@ TEST(Cost, LargeStreamingOpRunsAtTheCoresStreamingBandwidth) {
   for (const auto& inst : instance_table()) {
     const double ideal = static_cast<double>(bytes) / inst.core_stream_gbps();
     for (Engine e : {Engine::Vector, Engine::Scalar, Engine::GpSimd}) {
-      const OpCost c = streaming_cost(inst, e, bytes / 8, bytes);
+      const OpCost c = streaming(inst, e, bytes / 8, bytes);
       EXPECT_NEAR(c.duration_ns() / ideal, 1.0, 0.03) << inst.name << " " << engine_name(e);
     }
-    EXPECT_NEAR(streaming_duration_ns(inst, bytes) / ideal, 1.0, 0.03) << inst.name;
+    EXPECT_NEAR(time_of(inst, Work{Streaming{}, bytes}).duration_ns / ideal, 1.0, 0.03)
+        << inst.name;
   }
 }
 
@@ -219,8 +235,8 @@ TEST(Cost, Trn2CoreIsFasterThanTrn1CoreByItsClocksAndBandwidth) {
   const double mm = tensor_ns(matmul(trn1, s, Precision::BF16)) /
                     tensor_ns(matmul(trn2, s, Precision::BF16));
   EXPECT_NEAR(mm, (2.4 * 2) / 2.8, 0.01);  // two physical cores at 2.4 GHz vs one at 2.8
-  const double stream = streaming_cost(trn1, Engine::Vector, kGiB / 12, kGiB).duration_ns() /
-                        streaming_cost(trn2, Engine::Vector, kGiB / 12, kGiB).duration_ns();
+  const double stream = streaming(trn1, Engine::Vector, kGiB / 12, kGiB).duration_ns() /
+                        streaming(trn2, Engine::Vector, kGiB / 12, kGiB).duration_ns();
   EXPECT_NEAR(stream / (725.0 / 272.0), 1.0, 0.05) << stream;
 }
 
@@ -374,7 +390,7 @@ TEST(CostOnQueue, NothingIsRecordedWhenTracingIsOff) {
   GlobalTracing tracing(false);
   const InstanceSpec& inst = find_instance("trn1.2xlarge");
   Queue q(0, 0);
-  const OpCost c = streaming_cost(inst, Engine::Vector, 1 << 20, 12 << 20);
+  const OpCost c = streaming(inst, Engine::Vector, 1 << 20, 12 << 20);
   EXPECT_DOUBLE_EQ(q.launch("aten::add.Tensor", c, "detail"), c.duration_ns());
   q.launch("plain", 5.0);
   EXPECT_TRUE(q.take_trace().empty());
@@ -387,7 +403,7 @@ TEST(CostOnQueue, TracedOpsAreOrderedAndDoNotOverlap) {
   Queue q(0, 1);
   std::vector<OpCost> costs;
   for (const auto& s : kShapes) costs.push_back(matmul(inst, s, Precision::BF16));
-  costs.push_back(streaming_cost(inst, Engine::Scalar, 1000, 8000));
+  costs.push_back(streaming(inst, Engine::Scalar, 1000, 8000));
   for (size_t i = 0; i < costs.size(); ++i) {
     q.launch("op" + std::to_string(i), costs[i]);
     if (i == 3) q.wait_until(q.now_ns() + 1e6);  // a gap, as after an event wait

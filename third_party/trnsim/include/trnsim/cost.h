@@ -40,15 +40,8 @@ struct OpCost {
 // ScalarE.
 OpCost matmul_cost(const InstanceSpec& instance, int64_t batch, int64_t m, int64_t k, int64_t n,
                    Precision precision, uint64_t bytes);
-// One pass of a streaming engine (Vector, Scalar or GpSimd) over `elements`, with `bytes` of
-// HBM traffic.
-OpCost streaming_cost(const InstanceSpec& instance, Engine engine, uint64_t elements,
-                      uint64_t bytes, Pass pass = Pass::OneInput, bool sixteen_bit = false);
 
 // Time to stream `bytes` between HBM and SBUF on one logical core, ns.
 double hbm_ns(const InstanceSpec& instance, uint64_t bytes);
-
-// Shorthand used by the runtime for pure data movement on the device.
-double streaming_duration_ns(const InstanceSpec& instance, uint64_t bytes);
 
 }  // namespace trnsim

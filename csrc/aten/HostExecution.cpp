@@ -19,8 +19,6 @@
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/ne.h>
-#include <ATen/ops/where.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
@@ -36,6 +34,7 @@
 #include "aten/Charge.h"
 #include "aten/DtypePolicy.h"
 #include "aten/Float64Narrowing.h"
+#include "aten/Float64WriteBack.h"
 #include "aten/HostExecution.h"
 #include "aten/IndexChecks.h"
 #include "aten/OpPolicy.h"
@@ -58,26 +57,6 @@ bool is_generator(const c10::Argument& argument) {
   c10::TypePtr type = argument.type();
   if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
   return type->kind() == c10::TypeKind::GeneratorType;
-}
-
-// Ops that update running statistics their schema does not mark as written (an old schema
-// convention; _native_batch_norm_legit and _batch_norm_with_update mark them).
-bool updates_unmarked_running_stats(const std::string& base) {
-  return base == "native_batch_norm" || base == "cudnn_batch_norm" ||
-         base == "miopen_batch_norm" || base == "batch_norm_gather_stats" ||
-         base == "batch_norm_gather_stats_with_counts";
-}
-
-bool writes_part_of_argument(const std::string& base) {
-  // Running statistics are written only in training: compared like a partial write, a float64
-  // statistic the op left alone keeps its bits.
-  if (updates_unmarked_running_stats(base)) return true;
-  for (const char* prefix : {"index_put", "_index_put_impl", "_unsafe_index_put", "index_fill",
-                             "index_copy", "index_add", "index_reduce", "scatter", "masked_fill",
-                             "masked_scatter", "put", "fill_diagonal"}) {
-    if (base.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
 }
 
 struct OpInfo {
@@ -177,6 +156,7 @@ struct Converted {
   at::Tensor view;      // its CPU view, or a float32 copy of a float64 tensor (narrowed)
   bool narrowed;
   bool written;         // the schema marks the argument as written (in-place, out=)
+  bool marked;          // narrowed with its inexact elements marked (Note [Float64 write-back])
   c10::StorageImpl* alias = nullptr;  // the view's storage as host_view made it
 };
 
@@ -204,6 +184,9 @@ class HostRun {
 
   // Step 1: device checks and conversion of the arguments. Returns the op's device.
   c10::DeviceIndex convert_arguments() {
+    marks_inexact_ = narrowing_ != nullptr && info_.partial_write &&
+                     !reads_overwritten_elements(info_.base_name, schema_,
+                                                 c10::ArrayRef<c10::IValue>(stack_).slice(begin_));
     for (size_t i = begin_; i < stack_.size(); ++i) {
       auto& value = stack_[i];
       const auto& argument = schema_.arguments()[i - begin_];
@@ -351,44 +334,36 @@ class HostRun {
         break;
       }
     }
+    const bool marked = narrow && written_ && marks_inexact_;
     if (narrow) {
       warn_float64_narrowing();
-      view = narrowed_copy(view);
+      const at::Tensor original = view;
+      view = narrowed_copy(original);
+      if (marked) mark_inexact_elements(view, original);
       narrowed_any_ = true;
     }
     // An out= argument is only written: its bytes count once, as an output.
     if (!out_argument_) input_bytes_ += t.nbytes();
     c10::StorageImpl* alias = view.storage().unsafeGetStorageImpl();
-    converted_.push_back({inputs_.size(), view, narrow, written_, alias});
+    converted_.push_back({inputs_.size(), view, narrow, written_, marked, alias});
     inputs_.push_back(t);
     return view;
   }
 
-  // Note [Float64 write-back]: the kernel wrote a float32 copy of a float64 argument. Ops that
-  // write all of the argument (elementwise in-place ops, out=) have every element cast back.
-  // Indexed and masked writes (index_put_, masked_fill_, scatter_, ...) write some elements:
-  // only those whose float32 bits changed are cast back, so a float64 value the op did not
-  // write keeps every bit (values float32 cannot hold, int64 bits seen through a float64
-  // view). An element such an op overwrites with its own float32 value keeps its float64 bits,
-  // which equal that value in float32, the precision the policy promises.
+  // See Note [Float64 write-back].
   void write_back_narrowed(const Converted& c) {
     const at::Tensor& orig = original(c);
-    if (c.view.sizes() != orig.sizes() || !info_.partial_write) {
-      if (c.view.sizes() != orig.sizes()) {
-        // The kernel resized the out= argument, laying it out after its inputs (a transposed
-        // input gives a transposed result): the same layout for the float64 original.
-        orig.resize_(c.view.sizes());
-        if (c.view.is_non_overlapping_and_dense()) {
-          orig.as_strided_(c.view.sizes(), c.view.strides());
-        }
+    if (c.view.sizes() != orig.sizes()) {
+      // The kernel resized the out= argument, laying it out after its inputs (a transposed
+      // input gives a transposed result): the same layout for the float64 original.
+      orig.resize_(c.view.sizes());
+      if (c.view.is_non_overlapping_and_dense()) {
+        orig.as_strided_(c.view.sizes(), c.view.strides());
       }
       host_view(orig).copy_(c.view);
       return;
     }
-    at::Tensor target = host_view(orig);
-    const at::Tensor before = target.to(at::kFloat);
-    const at::Tensor changed = c.view.view(at::kInt).ne(before.view(at::kInt));
-    target.copy_(at::where(changed, c.view.to(at::kDouble), target));
+    write_back_float64(host_view(orig), c.view, info_.partial_write, c.marked);
   }
 
   at::Tensor back_to_neuron(at::Tensor t) {
@@ -433,6 +408,8 @@ class HostRun {
   size_t begin_;
   const NarrowingPlan* narrowing_;
   bool narrowed_any_ = false;
+  // Narrowed arguments this op writes get their inexact elements marked.
+  bool marks_inexact_ = false;
   size_t result_index_ = 0;  // position of the result back_to_neuron converts, lists flattened
   bool written_ = false;
   bool self_argument_ = false;  // the argument being converted is the schema's `self`

@@ -1,9 +1,8 @@
 """Float64 on neuron is computed in float32, as on Trainium (TorchNeuron does the same). The
 policy applies to what an op writes and nothing else: elements an in-place op does not write
 keep every bit of their float64 value, including values float32 cannot hold and other dtypes'
-bits seen through a float64 view. (Which elements an op wrote is told from the float32 copy it
-wrote into: an element written with the value it already had in float32 keeps its float64
-bits too; that value is the same in float32, the precision the policy promises.)"""
+bits seen through a float64 view, and a value float32 holds exactly is written bit for bit,
+even over an element that float32 cannot tell from it (Note [Float64 write-back])."""
 
 import pytest
 import torch
@@ -49,6 +48,45 @@ def test_int64_seen_through_a_float64_view_survives_an_in_place_op():
     cpu = ints.clone()
     cpu.view(torch.float64).index_fill_(0, torch.tensor([0]), 0.5)
     assert neuron.cpu().tolist() == cpu.tolist()
+
+
+def index_put(t, i, v):
+    t[torch.tensor(i, device=t.device)] = v
+
+
+EXACT_WRITES = {
+    "index_put": lambda t: index_put(t, [0], 0.0),
+    "index_put_values": lambda t: index_put(
+        t, [0, 1], torch.tensor([0.0, -0.0], dtype=t.dtype, device=t.device)),
+    "masked_fill_": lambda t: t.masked_fill_(torch.arange(3, device=t.device) != 1, 0.0),
+    "index_fill_": lambda t: t.index_fill_(0, torch.tensor([2], device=t.device), 0.0),
+    "scatter_": lambda t: t.scatter_(0, torch.tensor([1], device=t.device), 0.0),
+    "index_copy_": lambda t: t.index_copy_(
+        0, torch.tensor([0], device=t.device), torch.zeros(1, dtype=t.dtype, device=t.device)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_WRITES))
+def test_writes_float32_holds_exactly_land_bit_for_bit(name):
+    # int64 bits seen as float64 are denormals, and 1e-300 too: float32 flushes them to 0.0,
+    # so writing 0.0 over them leaves the float32 copy unchanged, yet it is a write.
+    for start in (torch.tensor([3, 5, 7]).view(torch.float64),
+                  torch.tensor([1e-300, -1e-310, 2.5], dtype=torch.float64)):
+        cpu, neuron = start.clone(), start.to("neuron")
+        EXACT_WRITES[name](cpu)
+        EXACT_WRITES[name](neuron)
+        assert bits(neuron).tolist() == bits(cpu).tolist(), (name, start)
+
+
+def test_accumulating_nothing_keeps_the_float64_bits():
+    # accumulate=True reads what it overwrites: adding 0.0 leaves each value as it was.
+    for start in (torch.tensor([3, 5, 7]).view(torch.float64),
+                  torch.tensor([1e-300, 0.1, 2.5], dtype=torch.float64)):
+        cpu, neuron = start.clone(), start.to("neuron")
+        for t in (cpu, neuron):
+            t.index_put_((torch.tensor([0, 2], device=t.device),),
+                         torch.tensor(0.0, dtype=t.dtype, device=t.device), accumulate=True)
+        assert bits(neuron).tolist() == bits(cpu).tolist()
 
 
 def test_results_are_still_float32_arithmetic():

@@ -52,5 +52,13 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse_op>());
 }
+// A compressed sparse tensor (CSR, CSC, BSR, BSC) is assembled from dense neuron tensors by a
+// composite op that calls no neuron kernel, so the fallback above would first be met at the
+// tensor's first op: the constructor every path to one goes through (.to("neuron"),
+// torch.sparse_csr_tensor(..., device="neuron")) is refused instead.
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  m.impl("_sparse_compressed_tensor_unsafe",
+         torch::CppFunction::makeFromBoxedFunction<&refuse_sparse_op>());
+}
 
 }  // namespace torch_neuron

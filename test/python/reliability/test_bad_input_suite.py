@@ -35,12 +35,11 @@ Problems the suite found, and where they stand:
          P7  device indices below -1 raise.
          P8  bad TORCH_NEURON_FALLBACK/TORCH_NEURON_FLOAT64 values raise naming the variable.
          P9  a forked child is told to use spawn.
-         P10 COO: sparse tensors are refused with one message.
+         P10 sparse tensors (COO, CSR, CSC, BSR, BSC) are refused with one message, a
+             compressed one already when it is moved to neuron.
          P11 set_stream with a CPU stream raises.
          P12 a CPU random op given a neuron generator raises CUDA's "Expected a 'cpu' device
              type for generator".
-  open   P10 CSR/CSC: moving one to neuron succeeds (the CPU's sparse-compressed kernel builds
-             it from dense neuron components); the sparse message comes at its first op.
 """
 
 import gc
@@ -84,7 +83,6 @@ P5 = xfail("P5", "float64 in-place result keeps stale bits where float32(old) ==
 P7 = xfail("P7", "device index < -1 silently means the current device")
 P8 = xfail("P8", "unknown value of the variable silently ignored")
 P9 = xfail("P9", "succeeds in a child forked after init (CUDA raises)")
-P10 = xfail("P10", "a CSR/CSC tensor can be moved to neuron; its first op refuses it")
 P11 = xfail("P11", "CPU stream reported as 'invalid device neuron:-1'")
 
 
@@ -1415,12 +1413,14 @@ SPARSE = [
                  id="empty-sparse_csr"),
     pytest.param(lambda: COO.to("neuron"), id="coo.to"),
     pytest.param(lambda: COO.neuron(), id="coo.neuron"),
-    pytest.param(lambda: COO.to_sparse_csr().to("neuron"), id="csr.to", marks=P10),
-    pytest.param(lambda: COO.to_sparse_csc().to("neuron"), id="csc.to", marks=P10),
+    pytest.param(lambda: COO.to_sparse_csr().to("neuron"), id="csr.to"),
+    pytest.param(lambda: COO.to_sparse_csc().to("neuron"), id="csc.to"),
+    pytest.param(lambda: COO.to_dense().to_sparse_bsr((1, 1)).to("neuron"), id="bsr.to"),
+    pytest.param(lambda: COO.to_dense().to_sparse_bsc((1, 1)).to("neuron"), id="bsc.to"),
     pytest.param(lambda: torch.sparse_coo_tensor([[0], [1]], [1.0], (2, 2), device="neuron"),
                  id="sparse_coo_tensor"),
     pytest.param(lambda: torch.sparse_csr_tensor([0, 1, 1], [1], [1.0], (2, 2), device="neuron"),
-                 id="sparse_csr_tensor", marks=P10),
+                 id="sparse_csr_tensor"),
     pytest.param(lambda: n0(2, 2).to_sparse(), id="to_sparse-on-neuron"),
     pytest.param(lambda: torch.load(saved(COO), map_location="neuron"),
                  id="load-sparse"),

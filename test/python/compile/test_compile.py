@@ -67,6 +67,48 @@ def test_cpp_wrapper_is_refused_with_a_clear_message():
     assert "(cpp_wrapper=True) is not supported for the neuron device" in out.stderr
 
 
+
+def test_factories_on_the_default_neuron_device_compile_on_the_current_device():
+    # torch.set_default_device("neuron") gives the graph's factories a device without an
+    # index; Inductor asks the device interface's Worker for the current one, as for CUDA.
+    def f(x):
+        return torch.zeros_like(x) + torch.ones(x.shape) * torch.arange(x.shape[0]) \
+            + torch.full((3,), 2.0).sum()
+
+    x = torch.linspace(-1, 1, 3)
+    want = f(x)
+    torch.set_default_device("neuron")
+    try:
+        for index in (0, 1):
+            torch.neuron.set_device(index)
+            # PyTorch's fake-tensor cache keys a factory on device "neuron" without the
+            # current index (so does it on "cuda"): start each device afresh.
+            torch._dynamo.reset()
+            torch._subclasses.fake_tensor.FakeTensorMode.cache_clear()
+            got = torch.compile(f)(torch.linspace(-1, 1, 3))
+            assert got.device == torch.device("neuron", index)
+            torch.testing.assert_close(got.cpu(), want)
+    finally:
+        torch.set_default_device(None)
+
+
+def test_device_interface_worker_answers_for_neuron():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    torch_neuron.compile.register()
+    worker = get_interface_for_device("neuron").Worker
+    torch.neuron.set_device(1)
+    assert worker.current_device() == 1
+    # The kernels are CPU code, so Inductor sizes them from the CPU's properties.
+    assert worker.get_device_properties("neuron:1").multi_processor_count == os.cpu_count()
+    assert worker.get_device_properties() == worker.get_device_properties(0)
+    with pytest.raises(ValueError, match="invalid device neuron:99"):
+        worker.get_device_properties(99)
+    with pytest.raises(ValueError, match="expected a neuron device"):
+        worker.get_device_properties("cpu")
+    with pytest.raises(TypeError, match="expected a neuron device"):
+        worker.get_device_properties(1.5)
+
 # -- training programs: compiled against eager, both on neuron ----------------------------------
 
 

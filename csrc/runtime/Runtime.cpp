@@ -94,10 +94,11 @@ void check_device_index(c10::DeviceIndex index) {
 bool in_bad_fork() { return bad_fork; }
 
 trnsim::Device& device(c10::DeviceIndex index) {
+  // Word for word CUDA's message with the device's name (tools match it); Python's
+  // torch.neuron._lazy_init raises the same text.
   TORCH_CHECK(!bad_fork,
-              "cannot use neuron in a forked subprocess: the parent process had already "
-              "initialized it. To use neuron with multiprocessing, use the 'spawn' or "
-              "'forkserver' start method (torch.multiprocessing.set_start_method('spawn')).");
+              "Cannot re-initialize neuron in forked subprocess. To use neuron with "
+              "multiprocessing, you must use the 'spawn' start method");
   check_device_index(index);
   // The first real use of a device makes later forks unable to use it (see in_bad_fork).
   static std::atomic<bool> armed{false};

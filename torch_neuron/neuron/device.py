@@ -45,11 +45,12 @@ def _lazy_init() -> None:
     """Called by PyTorch before the first neuron tensor is created from Python."""
     global _initialized
     # The bad-fork check comes first: a child forked after initialization inherits
-    # `_initialized`, and must still be told (as torch.cuda tells it) to use spawn.
+    # `_initialized`, and must still be told (as torch.cuda tells it) to use spawn. The text
+    # is CUDA's word for word (tools match it), as is device()'s in csrc/runtime/Runtime.cpp.
     if _C._is_in_bad_fork():
         raise RuntimeError(
-            "Cannot re-initialize neuron in a forked subprocess. To use neuron with "
-            "multiprocessing, use the 'spawn' start method")
+            "Cannot re-initialize neuron in forked subprocess. To use neuron with "
+            "multiprocessing, you must use the 'spawn' start method")
     if _initialized:
         return
     _C._init_device(-1)

@@ -228,6 +228,71 @@ def test_init_and_is_initialized():
     assert torch.neuron.is_initialized()
 
 
+
+# CUDA's sentence with the device's name: tools that match CUDA's (and XPU's, and PyTorch's
+# reference backend's) text must find it whichever call the child makes first.
+FORKED_CHILD_MESSAGE = ("Cannot re-initialize neuron in forked subprocess. To use neuron with "
+                        "multiprocessing, you must use the 'spawn' start method")
+
+
+def test_child_forked_after_init_gets_cudas_message_word_for_word():
+    got = run_python_json("""
+        import json, os, signal, torch
+        import torch.multiprocessing as mp
+
+        inherited = torch.arange(3.0, device="neuron:1")
+        calls = {
+            "init": lambda: torch.neuron.init(),                      # Python's lazy init
+            "set_device": lambda: torch.neuron.set_device(1),
+            "new_tensor": lambda: torch.ones(2, device="neuron"),     # the runtime, in C++
+            "inherited_tensor": lambda: inherited.cpu(),
+            "synchronize": lambda: torch.neuron.synchronize(),
+        }
+
+        def child(name, w):
+            signal.alarm(30)  # a backstop: the child always ends
+            try:
+                calls[name]()
+                out = "no error"
+            except BaseException as e:
+                out = f"{type(e).__name__}: {e}"
+            os.write(w, out.encode())
+
+        def in_fork(name):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    child(name, w)
+                finally:
+                    os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                out = f.read().decode()
+            os.waitpid(pid, 0)
+            return out
+
+        got = {name: in_fork(name) for name in calls}
+        # torch.multiprocessing with the "fork" start method: the child's exception.
+        ctx = mp.get_context("fork")
+        q = ctx.SimpleQueue()
+        def target(q):
+            try:
+                torch.zeros(1, device="neuron")
+                q.put("no error")
+            except BaseException as e:
+                q.put(f"{type(e).__name__}: {e}")
+        p = ctx.Process(target=target, args=(q,))
+        p.start()
+        got["mp_fork"] = q.get()
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+        print(json.dumps(got))
+    """)
+    want = f"RuntimeError: {FORKED_CHILD_MESSAGE}"
+    assert got == {name: want for name in got} and len(got) == 6, got
+
 # Generated methods ---------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@
     python -m torch_neuron info [--instance NAME]  # the simulated Trainium instance
     python -m torch_neuron env [--markdown]        # every setting: value, source, doc
     python -m torch_neuron cmake-prefix-path       # for cmake -DCMAKE_PREFIX_PATH=... (C++)
+    python -m torch_neuron run --help              # the options of run; --help: the commands
 
 `run` executes an unmodified script that uses device "neuron" and prints, at its end, how long
 its work would take on the chosen Trainium instance and where the time goes. Its options may
@@ -102,6 +103,24 @@ RUN_OPTIONS = {"--instance": "instance", "--trace": "trace", "--plot": "plot",
 RUN_FLAGS = {"--no-execute": "no_execute"}
 RUN_USAGE = ("usage: python -m torch_neuron run [--nproc-per-node N [--nnodes M]] SCRIPT.py [ARGS] "
              "[--instance NAME] [--trace OUT.json] [--plot OUT.png] [--no-execute]")
+RUN_HELP_FLAGS = ("-h", "--help")
+RUN_HELP = RUN_USAGE + """
+
+Runs SCRIPT.py on the simulated Trainium instance and prints, at its end, how long its work
+would take there and where the time goes.
+
+options:
+  -h, --help            show this help message and exit (before SCRIPT.py; after it,
+                        --help is the script's)
+  --instance NAME       simulated instance type (default: TORCH_NEURON_INSTANCE)
+  --trace OUT.json      write a trace of the run (open in https://ui.perfetto.dev)
+  --plot OUT.png        draw the run's timeline (one process only)
+  --no-execute          predict only: every op is timed, nothing is computed
+  --nproc-per-node N    run a distributed script as torchrun would, N ranks per instance
+  --nnodes M            with --nproc-per-node: M simulated instances (default 1)
+
+The options may come before or after the script's own arguments; put the script's arguments
+after -- if they clash with them."""
 
 
 def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]:
@@ -114,7 +133,10 @@ def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]
         if token == "--":
             script_args += tokens[i + 1:]
             break
-        if token in RUN_FLAGS:
+        if token in RUN_HELP_FLAGS and script is None:
+            # Before the script only: `run train.py --help` asks the script, as torchrun does.
+            options["help"] = True
+        elif token in RUN_FLAGS:
             options[RUN_FLAGS[token]] = True
         elif name in RUN_OPTIONS:
             if not has_value:
@@ -124,6 +146,10 @@ def split_run_arguments(tokens: list[str]) -> tuple[dict, str | None, list[str]]
                 value = tokens[i]
             options[RUN_OPTIONS[name]] = value
         elif script is None:
+            if token.startswith("-"):  # not a script: a mistyped option
+                print(f"python -m torch_neuron run: unknown option {token} (see "
+                      "python -m torch_neuron run --help)", file=sys.stderr)
+                raise SystemExit(2)
             script = token
         else:
             script_args.append(token)
@@ -162,6 +188,9 @@ def launch_ranks(options: dict, script: str, script_args: list[str]) -> int:
 
 def run(tokens: list[str]) -> int:
     options, script, script_args = split_run_arguments(tokens)
+    if options.get("help"):
+        print(RUN_HELP)
+        return 0
     if script is None:
         print(RUN_USAGE, file=sys.stderr)
         return 2

@@ -216,6 +216,38 @@ def test_bad_rank_counts_are_refused(noop_script, capsys):
     assert "--plot" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_run_help_prints_the_usage_and_exits_0(flag, noop_script):
+    result = subprocess.run([sys.executable, "-m", "torch_neuron", "run", flag],
+                            capture_output=True, text=True, timeout=TIMEOUT, env=loopback_env())
+    assert result.returncode == 0, output(result)
+    assert result.stdout.startswith("usage: python -m torch_neuron run "), output(result)
+    for option in ("--nproc-per-node", "--nnodes", "--instance", "--trace", "--no-execute"):
+        assert option in result.stdout
+    assert result.stderr == ""
+    # After the script, --help is the script's own argument (as with torchrun).
+    echo = noop_script.replace("noop.py", "echo.py")
+    open(echo, "w").write("import sys; print(sys.argv[1:])")
+    result = subprocess.run([sys.executable, "-m", "torch_neuron", "run", echo, flag],
+                            capture_output=True, text=True, timeout=TIMEOUT, env=loopback_env())
+    assert result.returncode == 0 and result.stdout.startswith(f"['{flag}']"), output(result)
+
+
+def test_command_help_lists_the_subcommands():
+    result = subprocess.run([sys.executable, "-m", "torch_neuron", "--help"],
+                            capture_output=True, text=True, timeout=TIMEOUT, env=loopback_env())
+    assert result.returncode == 0, output(result)
+    for command in ("run", "info", "env", "fidelity", "cmake-prefix-path"):
+        assert command in result.stdout
+
+
+def test_an_unknown_option_before_the_script_is_named(noop_script, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(["--nproc-per-nod", "2", noop_script])
+    assert exit_info.value.code == 2
+    assert "unknown option --nproc-per-nod" in capsys.readouterr().err
+
+
 # The report, on synthetic rank reports ------------------------------------------------------
 
 

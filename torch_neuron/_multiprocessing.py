@@ -2,9 +2,11 @@
 
 CUDA shares a tensor's device memory with the receiving process (CUDA IPC). Each process here
 simulates its own device, so there is no memory to share: a neuron tensor is sent as a copy,
-through the CPU's shared memory, and arrives on the same device index in the receiver. Without
-this, PyTorch's reducer raised inside the queue's feeder thread, where nobody sees the error,
-and the consumer waited forever.
+through the CPU's shared memory, and arrives on the same device index in the receiver, with
+the sender's sizes and strides (a view's layout survives, as it does through CUDA IPC; the
+copy holds the span of the storage the view reaches, so its storage offset starts at 0).
+Without this, PyTorch's reducer raised inside the queue's feeder thread, where nobody sees the
+error, and the consumer waited forever.
 """
 
 from multiprocessing.reduction import ForkingPickler
@@ -13,12 +15,21 @@ import torch
 from torch.multiprocessing import reductions as _torch_reductions
 
 
-def _rebuild_neuron_tensor(cpu: torch.Tensor, index: int, requires_grad: bool,
+def _rebuild_neuron_tensor(span: torch.Tensor, size, stride, index: int, requires_grad: bool,
                            cls: type) -> torch.Tensor:
-    tensor = cpu.to(torch.device("neuron", index))
+    tensor = span.to(torch.device("neuron", index)).as_strided(size, stride, 0)
     if cls is torch.nn.Parameter:
         return torch.nn.Parameter(tensor, requires_grad=requires_grad)
     return tensor.requires_grad_(requires_grad)
+
+
+def _storage_span(tensor: torch.Tensor) -> torch.Tensor:
+    """The elements of `tensor`'s storage from its first to its last one, as one dense CPU
+    tensor: laid out with `tensor`'s strides from offset 0, it is `tensor` again."""
+    if tensor.numel() == 0:
+        return torch.empty(0, dtype=tensor.dtype)
+    span = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))
+    return tensor.as_strided((span,), (1,), tensor.storage_offset()).cpu()
 
 
 def _reduce_tensor(tensor: torch.Tensor):
@@ -32,8 +43,10 @@ def _reduce_tensor(tensor: torch.Tensor):
             "transfer the data, call detach() on the tensor before serializing (e.g., putting "
             "it on the queue).")
     cls = torch.nn.Parameter if isinstance(tensor, torch.nn.Parameter) else torch.Tensor
+    data = tensor.detach().resolve_conj().resolve_neg()
     return (_rebuild_neuron_tensor,
-            (tensor.detach().cpu(), tensor.device.index, tensor.requires_grad, cls))
+            (_storage_span(data), tuple(data.shape), tuple(data.stride()), tensor.device.index,
+             tensor.requires_grad, cls))
 
 
 def _reduce_storage(storage):

@@ -20,13 +20,17 @@ import torch.multiprocessing as mp
 def consumer(q, out):
     got = [q.get(timeout=60) for _ in range(4)]
     t, view, param, storage = got
+    views = [q.get(timeout=60) for _ in range(4)]
     out.put(json.dumps({
+        "layouts": [[list(v.shape), list(v.stride()), v.cpu().tolist()] for v in views],
         "tensor": [str(t.device), t.cpu().tolist(), t.dtype == torch.bfloat16],
         "view": [str(view.device), view.cpu().tolist(), list(view.shape)],
         "param": [type(param).__name__, str(param.device), param.requires_grad],
         "storage": [storage.device.type, storage.nbytes()],
         "usable": (t.float() * 2).cpu().tolist(),
     }))
+
+LAYOUTS = lambda base: [base.flatten()[1::2], base.t(), base[:1].expand(3, 3), base[1:, ::2]]
 
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
@@ -38,6 +42,8 @@ if __name__ == "__main__":
     q.put(base[:, 1:])
     q.put(torch.nn.Parameter(torch.ones(2, device="neuron")))
     q.put(base.untyped_storage())
+    for view in LAYOUTS(base):
+        q.put(view)
     print(out.get(timeout=90))
     p.join(60)
     sys.exit(p.exitcode)
@@ -57,6 +63,10 @@ def test_neuron_tensors_cross_a_queue_as_copies(tmp_path):
     assert got["param"] == ["Parameter", "neuron:0", True]
     assert got["storage"] == ["neuron", 24]
     assert got["usable"] == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    # Views keep their layout, as CPU tensors do through torch.multiprocessing (and CUDA's).
+    base = torch.arange(6.0).reshape(2, 3)
+    views = [base.flatten()[1::2], base.t(), base[:1].expand(3, 3), base[1:, ::2]]
+    assert got["layouts"] == [[list(v.shape), list(v.stride()), v.tolist()] for v in views]
 
 
 def test_a_tensor_with_autograd_history_is_refused_as_on_the_cpu():

@@ -70,6 +70,18 @@ def test_fake_tensor_conversion_keeps_it():
     assert torch._C._get_tensor_metadata(fake) == FLAGS
 
 
+def test_fake_tensor_of_a_functional_tensor_keeps_it():
+    # What torch.compile's AOT autograd does: functionalize, then fake.
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+    real = flagged()
+    with FunctionalTensorMode():
+        functional = FunctionalTensor.to_functional(real)
+    fake = FakeTensorMode().from_tensor(functional)
+    assert fake.device.type == "neuron"
+    assert torch._C._get_tensor_metadata(fake) == FLAGS
+
+
 def test_the_fake_tensor_patch_is_in_place():
     # torch_neuron wraps FakeTensorConverter.from_real_tensor (a PyTorch internal); if PyTorch
     # renames or moves it, this fails instead of the metadata silently getting lost.

@@ -189,6 +189,8 @@ PYBIND11_MODULE(_C, m) {
             return device(index).synchronize_ns();
           });
         }));
+  // What recording one event adds to its stream's clock (Note [Event records]).
+  m.attr("_EVENT_RECORD_NS") = trnsim::kEventRecordNs;
   m.def("_stream_clock_ns", wrap_pybind_function([](int index, int64_t stream_id) {
           const c10::Device dev(kNeuron, resolve_device(index));
           return queue_of(c10::Stream(c10::Stream::UNSAFE, dev, stream_id)).now_ns();

@@ -1,7 +1,8 @@
 // c10's device guard interface for neuron: current device and stream, and events.
 //
-// Note [Events on the simulated clock]: an event is a trnsim::Event. Recording it captures the
-// stream's simulated clock; blocking a stream on it moves that stream's clock forward;
+// Note [Events on the simulated clock]: an event is a trnsim::Event. Recording it is a short
+// piece of work on the stream and captures the stream's simulated clock after it (Note [Event
+// records]); blocking a stream on it moves that stream's clock forward;
 // elapsed_time is the difference in simulated milliseconds. Work executes on the host before
 // its launch returns, so events and streams are always complete: query() is true and
 // synchronize() has nothing to wait for.

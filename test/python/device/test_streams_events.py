@@ -6,12 +6,14 @@ takes 2 us of DMA setup plus bytes / 25 GB/s."""
 
 import pytest
 import torch
+import torch_neuron
 
-from conftest import run_python_json, catch_up
+from conftest import EVENT_RECORD_NS, run_python_json, catch_up
 
 MiB = 1 << 20
 HOST_LINK_BYTES_PER_S = 25e9
 DMA_SETUP_MS = 2e-3
+RECORD_MS = EVENT_RECORD_NS * 1e-6  # one event record: the least gap between two events
 
 
 def upload_ms(nbytes):
@@ -170,13 +172,24 @@ def test_download_is_timed_too():
     assert start.elapsed_time(end) == pytest.approx(upload_ms(4 * MiB), rel=0.05)
 
 
-def test_no_work_takes_no_time():
-    # Documented (docs/design.md, Streams and events): recording is not device work, so unlike
-    # CUDA's few microseconds of timer overhead the gap is exactly 0.
+def test_events_recorded_back_to_back_are_a_record_apart():
+    # Recording is itself work on the stream (Note [Event records]): as on CUDA, two events
+    # recorded back to back are a small positive time apart, one record's 100 cycles.
     start, end = timed_event(), timed_event()
     start.record()
     end.record()
-    assert start.elapsed_time(end) == 0
+    gap = start.elapsed_time(end)
+    assert gap > 0
+    assert gap == pytest.approx(RECORD_MS)
+    # Records are not ops: between two events lies the op's own time and one record.
+    a = torch.ones(1 << 20, device="neuron")
+    with torch_neuron.profiler.profile() as prof:
+        start.record()
+        a.add_(1)
+        end.record()
+    assert [r["name"] for r in prof.records] == ["aten::add_.Tensor"]
+    op_ms = prof.records[0]["duration_ns"] * 1e-6
+    assert start.elapsed_time(end) == pytest.approx(op_ms + gap, rel=1e-9)
 
 
 def test_events_without_timing_refuse_elapsed_time():
@@ -243,7 +256,7 @@ def test_each_stream_clock_advances_with_its_own_work_and_the_shared_dma():
     b1.record(s_b)
     t1 = torch.neuron.simulated_time_ns()
     assert a0.elapsed_time(a1) == pytest.approx(upload_ms(nbytes), rel=0.05)
-    assert b0.elapsed_time(b1) == 0
+    assert b0.elapsed_time(b1) == pytest.approx(RECORD_MS)
     assert t0 <= t1 <= t0 + upload_ms(nbytes) * 1e6 * 1.05
 
     with torch.neuron.stream(s_b):
@@ -252,7 +265,7 @@ def test_each_stream_clock_advances_with_its_own_work_and_the_shared_dma():
     a2, b2 = timed_event(), timed_event()
     a2.record(s_a)
     b2.record(s_b)
-    assert a1.elapsed_time(a2) == 0
+    assert a1.elapsed_time(a2) == pytest.approx(RECORD_MS)
     # s_b's first copy waits for the core's DMA queues, busy with s_a's copy (Note [Shared
     # engines]), then both run: three uploads from b1.
     assert b1.elapsed_time(b2) == pytest.approx(3 * upload_ms(nbytes), rel=0.05)
@@ -328,7 +341,7 @@ def test_wait_event_orders_later_work_after_the_event():
     behind.wait_event(done)
     after_wait = timed_event()
     after_wait.record(behind)
-    assert done.elapsed_time(after_wait) == pytest.approx(0, abs=1e-9)
+    assert done.elapsed_time(after_wait) == pytest.approx(RECORD_MS)
     with torch.neuron.stream(behind):
         dst_b.copy_(host)
     end = timed_event()
@@ -361,7 +374,7 @@ def test_waiting_never_moves_a_clock_backwards():
     ahead.wait_event(early)   # ahead is already later: no change
     later = timed_event()
     later.record(ahead)
-    assert done.elapsed_time(later) == 0
+    assert done.elapsed_time(later) == pytest.approx(RECORD_MS)
 
 
 # record_stream ------------------------------------------------------------------------------
@@ -409,7 +422,7 @@ def test_without_record_stream_reuse_does_not_wait():
     y = torch.empty(nbytes, dtype=torch.uint8, device="neuron")
     end = timed_event()
     end.record()
-    assert start.elapsed_time(end) == 0
+    assert start.elapsed_time(end) == pytest.approx(RECORD_MS)
     del y
 
 

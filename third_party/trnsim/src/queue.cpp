@@ -139,8 +139,23 @@ std::vector<TraceRecord> Queue::take_trace() {
   return out;
 }
 
-void Event::record(const Queue& queue) {
-  time_ns_ = queue.now_ns();
+// Note [Event records]
+// Recording an event puts one instruction on the queue (on a device, a semaphore write that the
+// runtime waits on or reads), so it takes time like any instruction: two events recorded back
+// to back are a small time apart, as on every real device (CUDA's too), and the time between
+// two events includes one record. Assumption: a record costs one instruction's static overhead,
+// about 100 cycles (NKI architecture guide, nki/guides/architecture/
+// trainium_inferentia2_arch.rst, instruction overheads), at 1.4 GHz (the same guide's
+// ScalarE/GpSimdE clock): kEventRecordNs. It occupies no compute engine and is not a launch: it
+// is neither traced as an op nor counted towards an armed fault.
+
+double Queue::record_timestamp() {
+  if (clocks_paused()) return now_ns();
+  return advance_clock(kEventRecordNs) + kEventRecordNs;
+}
+
+void Event::record(Queue& queue) {
+  time_ns_ = queue.record_timestamp();
   device_ = queue.device();
   recorded_ = true;
 }

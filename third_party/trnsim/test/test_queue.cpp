@@ -101,8 +101,19 @@ TEST(Event, RecordCapturesTime) {
   EXPECT_TRUE(e.recorded());
   EXPECT_EQ(e.device(), 0);
   q.launch("b", 60.0);
-  // The event keeps the time of recording; later work does not move it.
-  EXPECT_EQ(e.time_ns(), 40.0);
+  // The event keeps the time its record wrote; later work does not move it.
+  EXPECT_DOUBLE_EQ(e.time_ns(), 40.0 + kEventRecordNs);
+  EXPECT_DOUBLE_EQ(q.now_ns(), 40.0 + kEventRecordNs + 60.0);
+}
+
+TEST(Event, BackToBackRecordsAreOneRecordApart) {
+  Queue q(0, 0);
+  Event start, end;
+  start.record(q);
+  end.record(q);
+  EXPECT_GT(Event::elapsed_ms(start, end), 0.0);
+  EXPECT_DOUBLE_EQ(Event::elapsed_ms(start, end), kEventRecordNs / 1e6);
+  EXPECT_TRUE(q.take_trace().empty());  // records are not ops
 }
 
 TEST(Event, ElapsedIsWorkDurationInMs) {
@@ -112,8 +123,9 @@ TEST(Event, ElapsedIsWorkDurationInMs) {
   start.record(q);
   q.launch("work", 2.5e6);
   end.record(q);
-  EXPECT_DOUBLE_EQ(Event::elapsed_ms(start, end), 2.5);
-  EXPECT_DOUBLE_EQ(Event::elapsed_ms(end, start), -2.5);
+  // The work and the end event's own record.
+  EXPECT_DOUBLE_EQ(Event::elapsed_ms(start, end), 2.5 + kEventRecordNs / 1e6);
+  EXPECT_DOUBLE_EQ(Event::elapsed_ms(end, start), -(2.5 + kEventRecordNs / 1e6));
 }
 
 TEST(Event, ElapsedAcrossQueuesOfOneDevice) {
@@ -155,8 +167,8 @@ TEST(Event, BlockMakesAnotherQueueWait) {
   Event ready;
   ready.record(producer);
   ready.block(consumer);
-  EXPECT_EQ(consumer.now_ns(), 500.0);
-  EXPECT_EQ(consumer.launch("consume", 10.0), 510.0);
+  EXPECT_DOUBLE_EQ(consumer.now_ns(), 500.0 + kEventRecordNs);
+  EXPECT_DOUBLE_EQ(consumer.launch("consume", 10.0), 510.0 + kEventRecordNs);
   // A queue already past the event is not pulled back.
   Queue late(0, 2);
   late.launch("long", 1000.0);

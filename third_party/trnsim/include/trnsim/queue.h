@@ -97,6 +97,8 @@ class Queue {
                 std::string detail);
   // Work launched later starts no earlier than t (an event wait, a cross-queue dependency).
   void wait_until(double t_ns);
+  // Appends an event record (Note [Event records]); returns the time it writes.
+  double record_timestamp();
 
   void set_tracing(bool on);
   // Whether a launch on this queue makes a TraceRecord (this queue's tracing or the process's).
@@ -118,10 +120,14 @@ class Queue {
   std::vector<TraceRecord> trace_;
 };
 
+// Time one event record takes on its queue, ns (Note [Event records], in queue.cpp).
+constexpr double kEventRecordNs = 100 / 1.4;
+
 // A marker in a queue's timeline.
 class Event {
  public:
-  void record(const Queue& queue);
+  // Note [Event records]: recording is itself work on the queue.
+  void record(Queue& queue);
   bool recorded() const { return recorded_; }
   int device() const { return device_; }
   double time_ns() const;  // throws trnsim::Error if never recorded

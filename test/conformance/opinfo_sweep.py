@@ -17,6 +17,7 @@ reported as "fallback", except when every op that fell back is one the policy ta
     python test/conformance/opinfo_sweep.py --smoke              # the CI slice
     python test/conformance/opinfo_sweep.py --check              # full sweep vs expected list
     python test/conformance/opinfo_sweep.py --markdown --report test/conformance/opinfo_report.json
+    python test/conformance/opinfo_sweep.py --layout             # result strides (layout_sweep.py)
 
 Writes a JSON report (per op and dtype: status and first error) and prints a summary line.
 """
@@ -301,7 +302,15 @@ def main(argv=None):
                         help="print the README's table of an existing --report and exit")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if results differ from expected_failures.json")
+    parser.add_argument("--layout", action="store_true",
+                        help="compare result strides with the CPU's instead (float32; exit 1 if "
+                             "they differ from expected_layout_differences.json)")
+    parser.add_argument("--samples", type=int,
+                        help="with --layout: samples per OpInfo (default: all)")
     args = parser.parse_args(argv)
+    if args.layout:
+        import layout_sweep
+        sys.exit(layout_sweep.main(args.ops, args.samples))
     if args.markdown:
         with open(args.report) as f:
             print(markdown_table(json.load(f)["summary"]))

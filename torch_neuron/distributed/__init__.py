@@ -61,6 +61,34 @@ def _default_to_neuron(new_process_group_helper):
     return helper
 
 
+# DDP's bf16 gradient-compression comm hooks (torch.distributed.algorithms.ddp_comm_hooks).
+_BF16_HOOKS = ("bf16_compress_hook", "bf16_compress_wrapper_hook")
+
+
+def _allow_bf16_hooks(check_comm_hook):
+    """DDP.register_comm_hook refuses the bf16 compression hooks unless CUDA with NCCL 2.10+ (the
+    first NCCL that reduces bfloat16) or XPU with XCCL is available, even on CPU with Gloo. The
+    "neuron" backend reduces bfloat16 (docs/distributed.md), so a DDP module on neuron takes
+    them: PyTorch's other checks of the hook (callable, signature) still run, on a stand-in
+    with the hook's signature and another name."""
+
+    @functools.wraps(check_comm_hook)
+    def _check_comm_hook(self, hook):
+        if getattr(self, "device_type", None) == "neuron" and \
+                getattr(hook, "__name__", None) in _BF16_HOOKS:
+
+            @functools.wraps(hook)  # inspect.signature follows __wrapped__ to the hook
+            def stand_in(*args, **kwargs):
+                return hook(*args, **kwargs)
+
+            stand_in.__name__ = f"{hook.__name__}_on_neuron"
+            return check_comm_hook(self, stand_in)
+        return check_comm_hook(self, hook)
+
+    _check_comm_hook._torch_neuron_bf16_hooks = True
+    return _check_comm_hook
+
+
 def _register() -> None:
     if not dist.is_available() or BACKEND_NAME in dist.Backend.backend_list:
         return
@@ -69,6 +97,9 @@ def _register() -> None:
     c10d = dist.distributed_c10d
     if not getattr(c10d._new_process_group_helper, "_torch_neuron_default_backend", False):
         c10d._new_process_group_helper = _default_to_neuron(c10d._new_process_group_helper)
+    ddp = torch.nn.parallel.DistributedDataParallel
+    if not getattr(ddp._check_comm_hook, "_torch_neuron_bf16_hooks", False):
+        ddp._check_comm_hook = _allow_bf16_hooks(ddp._check_comm_hook)
 
 
 def collective_cost(op: str, nbytes: int, group=None) -> dict:

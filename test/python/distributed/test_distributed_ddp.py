@@ -17,7 +17,8 @@ Tolerances:
 import pytest
 import torch
 
-from _training_runs import assert_tensors_equal, run_on_neuron_and_cpu
+from _training_runs import CPU_ENV, assert_tensors_equal, run_on_neuron_and_cpu
+from conftest import EVENT_RECORD_NS, assert_ok, run_torchrun
 
 RECIPES = ("buckets", "no_sync", "unused", "allreduce_hook", "bf16_hook")
 F32 = dict(rtol=1e-5, atol=1e-6)
@@ -76,3 +77,85 @@ def test_ddp_matches_gloo_on_cpu_and_single_process(tmp_path, ranks):
             assert seen == [("bucket", f"neuron:{rank}"), ("future", f"neuron:{rank}")], seen
             assert runs["cpu"][rank]["recipes"][recipe]["seen"] == [("bucket", "cpu"),
                                                                     ("future", "cpu")]
+
+
+TIMING_STATS = ("forward_compute_time", "backward_compute_time", "backward_comm_time",
+                "backward_compute_comm_overlap_time")
+
+
+@pytest.fixture(scope="module")
+def timing_runs(tmp_path_factory):
+    """ddp_timing_worker.py on 2 ranks, on neuron and on the CPU with Gloo: {device: (stderr,
+    [rank results])}."""
+    out = tmp_path_factory.mktemp("ddp_timing")
+    runs = {}
+    for device in ("neuron", "cpu"):
+        result = assert_ok(run_torchrun("ddp_timing_worker.py", 2,
+                                        ["--device", device, "--out", str(out)],
+                                        env=CPU_ENV if device == "cpu" else None, timeout=120))
+        for rank in range(2):
+            assert f"ddp timing ok on rank {rank} ({device})" in result.stdout, result.stdout
+        runs[device] = (result.stderr, [torch.load(out / f"{device}_rank{rank}.pt")
+                                        for rank in range(2)])
+    return runs
+
+
+def test_ddp_timing_stats_are_simulated_time(timing_runs):
+    """Note [DDP reducer timer]: no warning, and DDP's timing stats are the simulated time
+    between DDP's points of the step, as the worker's own neuron events around the step say.
+
+    The worker's marks are e0 (before ddp(x)), e1 (after it) and e2 (after backward()). Between
+    e0 and e1 the stream runs DDP's forward-start record, the forward, DDP's backward-start
+    record and e1's record; DDP's forward time is from its first record to its second, so it is
+    e0->e1 less two records. e1 directly follows DDP's backward-start record and e2 directly
+    follows its comm-end record, so e1->e2 is DDP's backward compute start to comm end:
+    backward compute + comm - overlap (comm starts before compute ends). DDP rounds each
+    duration to whole ns: 1 ns per term of tolerance."""
+    stderr, ranks = timing_runs["neuron"]
+    # c10d's Logger warns once per process when the device type has no reducer timer.
+    assert "Time stats are currently only collected" not in stderr, stderr
+    assert "logger.cpp" not in stderr, stderr
+    for rank, result in enumerate(ranks):
+        timing = result["timing"]
+        # Three buckets after DDP rebuilt them at the second step.
+        assert len(timing["buckets"].split(",")) == 3, timing["buckets"]
+        # DDP computes step i's stats at step i + 1's forward: stats[i] belong to steps[i - 1].
+        for i in range(1, len(timing["stats"])):
+            stats, step = timing["stats"][i], timing["steps"][i - 1]
+            what = f"rank {rank}, step {i - 1}: {stats}, {step}"
+            assert all(stats[k] > 0 for k in TIMING_STATS), what
+            assert abs(stats["forward_compute_time"] - (step["forward"] - 2 * EVENT_RECORD_NS)) \
+                <= 1, what
+            backward = (stats["backward_compute_time"] + stats["backward_comm_time"]
+                        - stats["backward_compute_comm_overlap_time"])
+            assert abs(backward - step["backward"]) <= 2, what
+            # The comm time holds the modelled all-reduces of every bucket.
+            assert stats["backward_comm_time"] >= timing["all_reduce_ns"], what
+            assert stats["backward_compute_comm_overlap_time"] < min(
+                stats["backward_compute_time"], stats["backward_comm_time"]), what
+            if i >= 3:
+                # Several buckets (from step 1 on): the first bucket's all-reduce starts
+                # while the backward still computes, far more than a record before its end.
+                assert stats["backward_compute_comm_overlap_time"] > 10 * EVENT_RECORD_NS, what
+        # The averages DDP keeps are running means of the per-step values (integer division).
+        sampled = timing["stats"][1:]
+        for k in TIMING_STATS:
+            values = [s[k] for s in sampled]
+            assert min(values) - len(values) <= timing["final"]["avg_" + k] <= max(values), \
+                (rank, k, values, timing["final"])
+
+
+def test_ddp_bf16_compress_hook_matches_gloo_on_cpu(timing_runs):
+    """default_hooks.bf16_compress_hook, registered as it is on neuron (PyTorch refuses it by
+    name without CUDA+NCCL or XPU+XCCL; torch_neuron lets a neuron DDP module take it), trains
+    bit for bit as the same hook on CPU tensors with Gloo: the hook's casts and division are
+    ATen's CPU kernels on the same bytes and the bf16 all-reduce is Gloo's on both."""
+    _, neuron = timing_runs["neuron"]
+    _, cpu = timing_runs["cpu"]
+    for rank in range(2):
+        n, c = neuron[rank]["bf16"], cpu[rank]["bf16"]
+        assert n["losses"] == c["losses"], (rank, n["losses"], c["losses"])
+        assert_tensors_equal(n["params"], c["params"], f"bf16 hook, rank {rank}")
+        assert_tensors_equal(n["params"], neuron[0]["bf16"]["params"], f"rank {rank} vs 0")
+        assert n["grad_devices"] == [f"neuron:{rank}"], n["grad_devices"]
+        assert n["fallbacks"] == {}, n["fallbacks"]

@@ -2,7 +2,8 @@
 (backend "neuron") and `--device cpu` (backend "gloo"); every rank saves what it saw.
 
   timing  small buckets; DDP samples every iteration
-          (_set_ddp_runtime_logging_sample_rate(1)); around each step the worker records its own timing events on the current stream (neuron events,
+          (_set_ddp_runtime_logging_sample_rate(1)); around each step the worker records
+          its own timing events on the current stream (neuron events,
           or host-clock readings on the CPU) before the forward (e0), after it (e1) and after
           the backward (e2), and saves DDP's per-iteration stats next to them. DDP computes
           iteration i's stats at the start of iteration i + 1's forward, so the stats read

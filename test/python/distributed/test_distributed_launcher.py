@@ -216,29 +216,39 @@ def test_bad_rank_counts_are_refused(noop_script, capsys):
     assert "--plot" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--help", "-h"])
-def test_run_help_prints_the_usage_and_exits_0(flag, noop_script):
-    result = subprocess.run([sys.executable, "-m", "torch_neuron", "run", flag],
-                            capture_output=True, text=True, timeout=TIMEOUT, env=loopback_env())
-    assert result.returncode == 0, output(result)
-    assert result.stdout.startswith("usage: python -m torch_neuron run "), output(result)
-    for option in ("--nproc-per-node", "--nnodes", "--instance", "--trace", "--no-execute"):
-        assert option in result.stdout
-    assert result.stderr == ""
-    # After the script, --help is the script's own argument (as with torchrun).
-    echo = noop_script.replace("noop.py", "echo.py")
-    open(echo, "w").write("import sys; print(sys.argv[1:])")
-    result = subprocess.run([sys.executable, "-m", "torch_neuron", "run", echo, flag],
-                            capture_output=True, text=True, timeout=TIMEOUT, env=loopback_env())
-    assert result.returncode == 0 and result.stdout.startswith(f"['{flag}']"), output(result)
-
-
-def test_command_help_lists_the_subcommands():
-    result = subprocess.run([sys.executable, "-m", "torch_neuron", "--help"],
-                            capture_output=True, text=True, timeout=TIMEOUT, env=loopback_env())
+def test_help_prints_the_usage_and_exits_0(tmp_path):
+    echo = tmp_path / "echo.py"
+    echo.write_text("import sys; print(sys.argv[1:])")
+    commands = {"run --help": ["run", "--help"], "run -h": ["run", "-h"], "--help": ["--help"],
+                # After the script, --help is the script's own argument (as with torchrun).
+                "script's": ["run", str(echo), "--help"]}
+    # All at once: the interpreters' imports dominate.
+    procs = {name: subprocess.Popen([sys.executable, "-m", "torch_neuron", *args],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=loopback_env())
+             for name, args in commands.items()}
+    results = {}
+    try:
+        for name, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=TIMEOUT)
+            results[name] = subprocess.CompletedProcess(commands[name], proc.returncode, stdout,
+                                                        stderr)
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+    for name in ("run --help", "run -h"):
+        result = results[name]
+        assert result.returncode == 0 and result.stderr == "", output(result)
+        assert result.stdout.startswith("usage: python -m torch_neuron run "), output(result)
+        for option in ("--nproc-per-node", "--nnodes", "--instance", "--trace", "--no-execute"):
+            assert option in result.stdout
+    result = results["--help"]  # the commands
     assert result.returncode == 0, output(result)
     for command in ("run", "info", "env", "fidelity", "cmake-prefix-path"):
         assert command in result.stdout
+    result = results["script's"]
+    assert result.returncode == 0 and result.stdout.startswith("['--help']"), output(result)
 
 
 def test_an_unknown_option_before_the_script_is_named(noop_script, capsys):

@@ -13,6 +13,14 @@ a failed agent stops all of them with one signal (torchrun turns SIGTERM into st
 ranks, which sit in sessions of their own). Nothing must outlive the launcher, even when it is
 killed with SIGKILL (a test's timeout): each agent gets SIGTERM when the launcher dies, and each
 rank SIGKILL when its agent dies (Linux's PR_SET_PDEATHSIG).
+
+A Ctrl-C while torchrun starts its ranks is the hard case: the SIGTERM that stops the agent can
+land while it is still creating them (inside subprocess.Popen), and torchrun then exits without
+knowing, so without stopping, the ranks it already created; a rank that has not yet reached its
+PR_SET_PDEATHSIG request (it is still importing torch) is reparented and would run on. So the
+launcher is a child subreaper (PR_SET_CHILD_SUBREAPER) while it runs: such a rank becomes its
+child, and before returning it kills every child of its own whose command line names this
+launch's report directory (kill_leftovers).
 """
 
 import ctypes
@@ -33,6 +41,7 @@ from torch_neuron.distributed import report as _distributed_report
 STOP_GRACE_S = 15.0
 STDERR_TAIL_LINES = 25
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _prctl():
@@ -55,6 +64,64 @@ def die_with_parent(sig: int) -> None:
     prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the request took effect
         os.kill(os.getpid(), sig)
+
+
+def set_child_subreaper(on: bool) -> None:
+    """Makes orphaned descendants of this process its children rather than init's (Linux; a
+    no-op elsewhere). See Note [Launcher processes]."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
+def children_named(marker: str) -> list[int]:
+    """Live children of this process whose command line contains `marker` (zombies have an
+    empty command line, so they are not listed)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):  # it ended while we looked
+            continue
+    return found
+
+
+def kill_leftovers(marker: str, agents: list[subprocess.Popen], wait_s: float = 5.0) -> None:
+    """SIGKILL, and reap, what this launch started and is still running outside the agents'
+    care: ranks whose agent died while creating them (Note [Launcher processes]) and an agent
+    started by a Popen that an interrupt cut short. The agents the launcher knows are
+    stop_agents' business."""
+    known = {a.pid for a in agents}
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        # Killing one may orphan its own children (a rank of a lost agent): look again.
+        left = [pid for pid in children_named(marker) if pid not in known]
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        while left and time.monotonic() < deadline:
+            left = [pid for pid in left if not _reaped(pid)]
+            if left:
+                time.sleep(0.05)
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:  # not ours any more, or already reaped
+        return True
 
 
 def free_loopback_port() -> int:
@@ -167,12 +234,14 @@ def launch(nproc: int, nnodes: int, script: str, script_args: list[str],
     workdir = tempfile.mkdtemp(prefix="torch_neuron_run_")
     report_dir, log_dir = os.path.join(workdir, "reports"), os.path.join(workdir, "logs")
     os.makedirs(report_dir)
+    agents: list[subprocess.Popen] = []
+    set_child_subreaper(True)
     try:
-        port = free_loopback_port()
-        commands = [agent_command(nproc, nnodes, node, port, os.path.join(log_dir, f"node{node}"),
-                                  report_dir, script, script_args) for node in range(nnodes)]
-        agents: list[subprocess.Popen] = []
         try:
+            port = free_loopback_port()
+            commands = [agent_command(nproc, nnodes, node, port,
+                                      os.path.join(log_dir, f"node{node}"), report_dir, script,
+                                      script_args) for node in range(nnodes)]
             start_agents(agents, commands, agent_environment(instance))
             codes = wait_for_agents(agents)
         except KeyboardInterrupt:
@@ -181,6 +250,9 @@ def launch(nproc: int, nnodes: int, script: str, script_args: list[str],
             if agents:
                 stop_agents(agents, grace_s=5.0)
             return 130
+        finally:
+            kill_leftovers(report_dir, agents)
+            set_child_subreaper(False)
         reports = _distributed_report.read_rank_reports(report_dir)
         sys.stderr.flush()
         print("\n" + "=" * 30 + " torch_neuron report " + "=" * 30)

@@ -94,6 +94,9 @@ bool NeuronWork::wait(std::chrono::milliseconds timeout) {
   if (pending_) {
     try {
       pending_->wait(timeout);
+    } catch (const c10::Error& e) {
+      // (what() would carry the inner error's C++ backtrace into the message)
+      C10_THROW_ERROR(DistBackendError, context_ + " failed: " + e.what_without_backtrace());
     } catch (const std::exception& e) {
       C10_THROW_ERROR(DistBackendError, context_ + " failed: " + e.what());
     }

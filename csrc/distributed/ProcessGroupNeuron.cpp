@@ -1,6 +1,7 @@
 #include "distributed/ProcessGroupNeuron.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -594,9 +595,48 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
   return gloo_->getSequenceNumberForGroup();
 }
 
-// Point-to-point: the sender first sends its arrival time (one double), then the tensor's own
-// bytes (a host alias, no copy when contiguous). Gloo keeps the order of messages between two
-// ranks under one tag, so the receiver takes the time, then the data.
+// Note [Point-to-point sizes]
+// Gloo moves point-to-point bytes without checking that a send and its receive agree on the
+// size: a smaller send into a larger receive completes with part of the buffer stale, a larger
+// one aborts the process. So the two sides exchange sizes first, on tags of their own (Gloo
+// keeps messages in order per peer and tag: headers, sizes and data each stay in order):
+//   - at issue, the sender sends a header [arrival time, bytes] and posts a receive for the
+//     receiver's size; a receiver from a known rank posts the header's and the data's receives
+//     and sends its own size back;
+//   - once the receiver's size is in, the sender's lane (SendLanes.h: one thread per peer and
+//     tag, in issue order) sends the data when the sizes agree, else as many zero bytes as the
+//     receiver posted, so that the posted receive completes and the messages stay in order;
+//   - both sides then raise a DistBackendError naming both ranks and both sizes; the group
+//     stays usable.
+// The lane makes a send's completion independent of its wait(): isend/irecv pairs may be
+// waited for in any order, as with Gloo. A receive from any rank learns the sender only from
+// the header, so it sends its size when it is waited for: that sender's send completes once
+// the receive is waited for.
+namespace {
+
+constexpr int kHeaderTagBit = 1 << 29;
+constexpr int kSizeTagBit = 1 << 30;
+
+std::vector<at::Tensor> one_double(double value) {
+  std::vector<at::Tensor> t{at::empty({1}, at::kDouble)};
+  t[0].data_ptr<double>()[0] = value;
+  return t;
+}
+
+[[noreturn]] void size_mismatch(int sender, uint64_t sent, int receiver, uint64_t received) {
+  C10_THROW_ERROR(DistBackendError,
+                  c10::str("send/recv size mismatch: rank ", sender, " sent ", sent,
+                           " bytes to rank ", receiver, ", whose receive buffer holds ",
+                           received, " bytes; a receive must have the size of its send (numel ",
+                           "x element size)"));
+}
+
+void check_tag(int tag, const char* op) {
+  TORCH_CHECK(tag >= 0 && tag < kHeaderTagBit, op, ": tag ", tag, " is out of range: neuron ",
+              "point-to-point tags are 0 to ", kHeaderTagBit - 1);
+}
+
+}  // namespace
 
 double ProcessGroupNeuron::charge_transfer(c10::Device device, const char* name, uint64_t bytes,
                                            int peer, double start_ns, bool sending) {
@@ -620,64 +660,84 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
   TORCH_CHECK(tensors.size() == 1, "neuron process group: send takes one tensor");
   TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize(), "send: destination rank ", dst_rank,
               " is not in the group of ", getSize(), " ranks");
+  check_tag(tag, "send");
   const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
   const double arrival = std::max(
       current_queue(device->index()).now_ns(),
       queue_of(collective_stream(device->index(), stream_slot_ + 1)).now_ns());
-  std::vector<at::Tensor> clock{at::empty({1}, at::kDouble)};
-  clock[0].data_ptr<double>()[0] = arrival;
-  auto clock_work = gloo_->send(clock, dst_rank, tag);
-  HostStaging staging;
-  std::vector<at::Tensor> data{staging.input(tensors[0])};
-  auto pending = gloo_->send(data, dst_rank, tag);
+  // Note [Point-to-point sizes].
+  std::vector<at::Tensor> header{at::empty({2}, at::kDouble)};
+  header[0].data_ptr<double>()[0] = arrival;
+  header[0].data_ptr<double>()[1] = static_cast<double>(bytes);
+  auto header_work = gloo_->send(header, dst_rank, tag | kHeaderTagBit);
+  std::vector<at::Tensor> wanted{at::empty({1}, at::kDouble)};
+  auto wanted_work = gloo_->recv(wanted, dst_rank, tag | kSizeTagBit);
+  auto staging = std::make_shared<HostStaging>();
+  std::vector<at::Tensor> data{staging->input(tensors[0])};
   // The sender's side ends once its bytes are on the link (the receiver buffers them).
   const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival, true);
+  auto sent = lanes_->run(dst_rank, tag, [this, header, header_work, wanted, wanted_work, data,
+                                          staging, bytes, dst_rank, tag]() mutable {
+    wanted_work->wait();
+    const auto expected = static_cast<uint64_t>(wanted[0].data_ptr<double>()[0]);
+    if (expected != bytes) {
+      std::vector<at::Tensor> zeros{at::zeros({static_cast<int64_t>(expected)}, at::kByte)};
+      gloo_->send(zeros, dst_rank, tag)->wait();
+      header_work->wait();
+      size_mismatch(getRank(), bytes, dst_rank, expected);
+    }
+    gloo_->send(data, dst_rank, tag)->wait();
+    header_work->wait();
+  });
   return c10::make_intrusive<NeuronWork>(
       getRank(), OpType::SEND, tensors, collective_stream(device->index(), stream_slot_ + 1),
-      std::move(pending),
-      [end, clock, data, clock_work] {
-        clock_work->wait();
-        return end;
-      },
-      error_context(c10::str("send to rank ", dst_rank)));
+      std::move(sent), [end] { return end; }, error_context(c10::str("send to rank ", dst_rank)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
     OpType type, std::vector<at::Tensor>& tensors, int peer, int tag) {
   const auto device = neuron_device(tensors);
   TORCH_CHECK(tensors.size() == 1, "neuron process group: recv takes one tensor");
+  check_tag(tag, "recv");
   const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
   const double arrival = arrival_ns(*device);
-  std::vector<at::Tensor> clock{at::empty({1}, at::kDouble)};
+  std::vector<at::Tensor> header{at::empty({2}, at::kDouble)};
   auto staging = std::make_shared<HostStaging>();
   std::vector<at::Tensor> data{staging->output(tensors[0])};
-  // From a known rank both receives are posted now; from any rank, the data is received from
-  // whichever rank the time came from, once it has come.
-  c10::intrusive_ptr<c10d::Work> clock_work, data_work;
+  std::vector<at::Tensor> mine = one_double(static_cast<double>(bytes));
+  // From a known rank all is posted now (Note [Point-to-point sizes]); from any rank, this
+  // rank's size and the data's receive wait for the header, which names the sender.
+  c10::intrusive_ptr<c10d::Work> header_work, data_work, size_work;
   if (type == OpType::RECV) {
-    clock_work = gloo_->recv(clock, peer, tag);
+    header_work = gloo_->recv(header, peer, tag | kHeaderTagBit);
     data_work = gloo_->recv(data, peer, tag);
+    size_work = gloo_->send(mine, peer, tag | kSizeTagBit);
   } else {
-    clock_work = gloo_->recvAnysource(clock, tag);
+    header_work = gloo_->recvAnysource(header, tag | kHeaderTagBit);
   }
   // NeuronWork waits for the pending Gloo work before `finish`; a Gloo receive must not be
   // waited for twice (the second wait blocks for another message).
-  auto finish = [this, device, clock, data, staging, clock_work, known = bool(data_work), bytes,
-                 arrival, tag]() mutable {
+  auto finish = [this, device, header, data, mine, staging, header_work, size_work,
+                 known = bool(data_work), bytes, arrival, peer, tag]() mutable {
+    const int src = known ? peer : header_work->sourceRank();
     if (known) {
-      clock_work->wait();  // the data, which came after it, is in
+      header_work->wait();  // the data, which came after it, is in
+      size_work->wait();
     } else {
-      gloo_->recv(data, clock_work->sourceRank(), tag)->wait();
+      gloo_->send(mine, src, tag | kSizeTagBit)->wait();
+      gloo_->recv(data, src, tag)->wait();
     }
-    const int src = clock_work->sourceRank();
+    const double sent_at = header[0].data_ptr<double>()[0];
+    const auto sent = static_cast<uint64_t>(header[0].data_ptr<double>()[1]);
+    if (sent != bytes) size_mismatch(src, sent, getRank(), bytes);  // the data is zeros
     staging->finish();
-    const double sent = clock[0].data_ptr<double>()[0];
-    return charge_transfer(*device, "c10d::recv", bytes, src, std::max(sent, arrival), false);
+    return charge_transfer(*device, "c10d::recv", bytes, src, std::max(sent_at, arrival),
+                           false);
   };
   const std::string peer_name = peer >= 0 ? c10::str("rank ", peer) : "any rank";
   return c10::make_intrusive<NeuronWork>(getRank(), type, tensors,
                                          collective_stream(device->index(), stream_slot_),
-                                         data_work ? data_work : clock_work, finish,
+                                         data_work ? data_work : header_work, finish,
                                          error_context("receive from " + peer_name));
 }
 

@@ -17,7 +17,10 @@
 
 #include <trnsim/collective.h>
 
+#include "distributed/SendLanes.h"
+
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -132,6 +135,8 @@ class ProcessGroupNeuron final : public c10d::Backend {
   int stream_slot_;  // this group's collective stream slot; slot + 1 is its send stream
   std::vector<trnsim::RankPlace> places_;
   std::vector<int64_t> pids_;  // per rank; -1 for ranks on other machines
+  // Last, so that it is destroyed first: its threads use gloo_.
+  std::unique_ptr<SendLanes> lanes_ = std::make_unique<SendLanes>();
 };
 
 }  // namespace torch_neuron

@@ -31,6 +31,19 @@ def test_mismatch_is_named_with_distributed_debug_detail():
         assert "Detected mismatch between collectives on ranks" in result.stdout, result.stdout
 
 
+def test_mismatched_send_and_recv_sizes_raise_on_both_ranks():
+    # Note [Point-to-point sizes]: Gloo alone leaves a receive half-written (smaller send) or
+    # aborts the process (larger send).
+    results = run_ranks("faults_worker.py", 2, ["p2p_sizes"], env={"TEST_PG_TIMEOUT": "20"},
+                        timeout=90)
+    for result in results:
+        out = assert_ok(result).stdout
+        for sent, received in ((32, 64), (64, 32), (16, 8)):
+            assert (f"send/recv size mismatch: rank 0 sent {sent} bytes to rank 1, whose "
+                    f"receive buffer holds {received} bytes") in out, out
+        assert "group usable" in out, out
+
+
 def test_a_rank_that_never_joins_makes_init_raise():
     (result,) = run_ranks("faults_worker.py", 2, ["no_peer"], env={"TEST_PG_TIMEOUT": "5"},
                           ranks=[0], timeout=90)

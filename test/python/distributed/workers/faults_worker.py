@@ -3,6 +3,9 @@ processes (conftest.run_ranks); the scenario is the first argument:
 
   rank_exits   rank 1 exits after joining; the others' all_reduce raises naming rank 1
   mismatch     ranks all-reduce tensors of different sizes; every rank raises
+  p2p_sizes    rank 0 sends 8 floats, rank 1 receives 16, then 16 into 8, then 4 into 2 from
+               any rank: both ranks raise a DistBackendError naming both ranks and sizes; then
+               matching exchanges work, waited for in either order
   no_peer      only rank 0 is started; init_process_group raises after its timeout
   teardown     HBM goes back to its baseline after destroy_process_group
 """
@@ -58,6 +61,40 @@ elif scenario == "mismatch":
         print(f"raised: {type(e).__name__}: {e}")
         os._exit(0)  # the group is broken; don't wait for its teardown
     sys.exit("mismatched all_reduce did not raise")
+elif scenario == "p2p_sizes":
+    for sent, received in ((8, 16), (16, 8)):
+        try:
+            if rank == 0:
+                dist.send(torch.arange(float(sent), device=device), 1)
+            else:
+                dist.recv(torch.zeros(received, device=device), 0)
+            sys.exit(f"a send of {sent} floats into a receive of {received} did not raise")
+        except dist.DistBackendError as e:
+            print(f"raised: {e}")
+    # From any rank: the receiver learns the sender's size from the header it receives.
+    try:
+        if rank == 0:
+            dist.send(torch.arange(4.0, device=device), 1, tag=5)
+        else:
+            dist.recv(torch.zeros(2, device=device), tag=5)
+        sys.exit("a send of 4 floats into a receive of 2 from any rank did not raise")
+    except dist.DistBackendError as e:
+        print(f"raised: {e}")
+    # The group is still usable: isend/irecv both ways, each rank waiting for its send first,
+    # then each waiting for its receive first (neither wait may depend on the other rank's).
+    out = torch.full((4,), float(rank), device=device)
+    into = torch.zeros(4, device=device)
+    ops = [dist.P2POp(dist.isend, out, 1 - rank), dist.P2POp(dist.irecv, into, 1 - rank)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    assert into.tolist() == [float(1 - rank)] * 4, into
+    into.zero_()
+    works = [dist.irecv(into, 1 - rank), dist.isend(out, 1 - rank)]
+    for work in works:
+        work.wait()
+    assert into.tolist() == [float(1 - rank)] * 4, into
+    dist.all_reduce(t)
+    print("group usable")
 elif scenario == "teardown":
     for _ in range(3):
         dist.all_gather_into_tensor(torch.empty(1024 * world, device=device), t)

@@ -3,9 +3,9 @@
 // host memory, so instead of copying arguments to the CPU and results back (ATen's
 // cpu_fallback), the op runs ATen's CPU kernel directly on the device memory:
 //   1. neuron tensors in the arguments are replaced by CPU views of the same bytes
-//      (HostView), generator arguments by the CPU generator inside the given neuron generator
-//      or, when none is given, inside the device's default generator; a neuron `device=`
-//      argument by the CPU;
+//      (HostView), generator arguments by a fresh CPU generator seeded from the (seed, offset)
+//      of the given neuron generator or, when none is given, of the device's default generator
+//      (Note [Philox generator]); a neuron `device=` argument by the CPU;
 //   2. the CPU kernel runs with this thread's CPU allocations redirected into the device's
 //      HBM (AllocateOnDevice), so new outputs are born in device memory;
 //   3. results become neuron tensors again: outputs that alias an argument get that argument's
@@ -218,8 +218,9 @@ class HostRun {
       }
     }
     if (device_ < 0) device_ = current_device();
-    // Random ops draw from the neuron generator they were given, or else from the device's
-    // default one (which torch.neuron.manual_seed seeds), never from the CPU's.
+    // Random ops draw from a CPU generator seeded from the neuron generator they were given, or
+    // else from the device's default one (which torch.neuron.manual_seed seeds), never from the
+    // CPU's default generator.
     for (size_t argument : info_.generator_arguments) {
       const size_t i = begin_ + argument;
       std::optional<at::Generator> gen;

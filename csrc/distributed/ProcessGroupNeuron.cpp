@@ -30,6 +30,14 @@ using c10d::OpType;
 using trnsim::Collective;
 using WorkList = std::vector<c10::intrusive_ptr<c10d::Work>>;
 
+// The Gloo point-to-point tags the group uses itself. Users' tags stay below kHeaderTagBit;
+// sends use it for their headers and receivers kSizeTagBit for their sizes (Note
+// [Point-to-point sizes]); collectives exchange their agreement records on both bits (Note
+// [Neuron process group]).
+constexpr int kHeaderTagBit = 1 << 29;
+constexpr int kSizeTagBit = 1 << 30;
+constexpr int kAgreementTag = kHeaderTagBit | kSizeTagBit;
+
 // The neuron device the op runs on: the first neuron tensor's, or nullopt for CPU-only calls.
 std::optional<c10::Device> neuron_device(const std::vector<at::Tensor>& tensors) {
   for (const auto& t : tensors) {
@@ -199,17 +207,20 @@ void ProcessGroupNeuron::wait_all(const WorkList& works, const char* op) {
     try {
       work->wait();
     } catch (const std::exception& e) {
-      const std::string exited = exited_ranks();
-      C10_THROW_ERROR(
-          DistBackendError,
-          c10::str(error_context(op), " failed",
-                   exited.empty() ? std::string() : " because rank(s) " + exited + " exited",
-                   ": ", e.what(),
-                   "\nEvery rank of the group must call the same collectives in the same "
-                   "order with matching sizes; a rank that exited or raised shows its own "
-                   "error."));
+      raise_failed(op, e);
     }
   }
+}
+
+void ProcessGroupNeuron::raise_failed(const char* op, const std::exception& e) const {
+  const std::string exited = exited_ranks();
+  C10_THROW_ERROR(
+      DistBackendError,
+      c10::str(error_context(op), " failed",
+               exited.empty() ? std::string() : " because rank(s) " + exited + " exited", ": ",
+               e.what(),
+               "\nEvery rank of the group must call the same collectives in the same order "
+               "with matching sizes; a rank that exited or raised shows its own error."));
 }
 
 double ProcessGroupNeuron::arrival_ns(c10::Device device) {
@@ -225,55 +236,50 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   trnsim::Queue& queue = queue_of(stream);
   const char* name = trnsim::collective_name(kind);
   // Agree on the clock and check that every rank calls the same collective before Gloo moves
-  // any data (Gloo aborts the process on a size mismatch): rank 0 gathers every rank's
-  // [arrival, signature, checked bytes, bytes] and broadcasts [latest arrival, largest size,
-  // first rank that differs from rank 0 or -1]. Gather and broadcast are one step each in
-  // Gloo; an all-reduce or all-gather of the same record takes several times longer here.
+  // any data (Gloo aborts the process on a size mismatch): every rank sends its
+  // [arrival, signature, checked bytes, bytes] to every other rank and receives theirs, all at
+  // once (one message latency, where a gather to rank 0 and a broadcast back took two), and
+  // each rank reaches the same verdict from the same records.
   const double signature = static_cast<double>(static_cast<int>(kind) * 256 +
                                                static_cast<int>(dtype) + 1);
   // all_to_all's sizes may differ per rank (uneven splits): the largest is charged.
   const double checked_bytes = kind == Collective::AllToAll ? 0.0 : static_cast<double>(bytes);
   enum Field { kArrival, kSignature, kChecked, kBytes, kFields };
-  std::vector<at::Tensor> mine{at::empty({kFields}, at::kDouble)};
-  double* m = mine[0].data_ptr<double>();
+  std::vector<std::vector<at::Tensor>> records(getSize());
+  for (auto& record : records) record.push_back(at::empty({kFields}, at::kDouble));
+  double* m = records[getRank()][0].data_ptr<double>();
   m[kArrival] = arrival_ns(device);
   m[kSignature] = signature;
   m[kChecked] = checked_bytes;
   m[kBytes] = static_cast<double>(bytes);
-  std::vector<std::vector<at::Tensor>> gathered;
-  if (getRank() == 0) {
-    gathered.emplace_back();
-    for (int r = 0; r < getSize(); ++r) gathered[0].push_back(at::empty({kFields}, at::kDouble));
-  }
-  c10d::GatherOptions to_root;
-  to_root.rootRank = 0;
-  wait_all({gloo_->gather(gathered, mine, to_root)}, name);
-  enum Verdict { kStart, kSize, kDiffering, kDifferingBytes, kVerdictFields };
-  std::vector<at::Tensor> verdict{at::empty({kVerdictFields}, at::kDouble)};
-  double* v = verdict[0].data_ptr<double>();
-  if (getRank() == 0) {
-    v[kStart] = v[kSize] = 0;
-    v[kDiffering] = v[kDifferingBytes] = -1;
+  WorkList exchange;
+  try {  // (Gloo raises at issue too, when a peer has gone)
     for (int r = 0; r < getSize(); ++r) {
-      const double* a = gathered[0][r].data_ptr<double>();
-      v[kStart] = std::max(v[kStart], a[kArrival]);
-      v[kSize] = std::max(v[kSize], a[kBytes]);
-      if (v[kDiffering] < 0 && (a[kSignature] != signature || a[kChecked] != checked_bytes)) {
-        v[kDiffering] = r;
-        v[kDifferingBytes] = a[kBytes];
-      }
+      if (r == getRank()) continue;
+      exchange.push_back(gloo_->send(records[getRank()], r, kAgreementTag));
+      exchange.push_back(gloo_->recv(records[r], r, kAgreementTag));
+    }
+  } catch (const std::exception& e) {
+    raise_failed(name, e);
+  }
+  wait_all(exchange, name);
+  double start_ns = 0, charged_size = 0;
+  int differing = -1;
+  const double* first = records[0][0].data_ptr<double>();
+  for (int r = 0; r < getSize(); ++r) {
+    const double* a = records[r][0].data_ptr<double>();
+    start_ns = std::max(start_ns, a[kArrival]);
+    charged_size = std::max(charged_size, a[kBytes]);
+    if (differing < 0 && (a[kSignature] != first[kSignature] || a[kChecked] != first[kChecked])) {
+      differing = r;
     }
   }
-  c10d::BroadcastOptions from_root;
-  from_root.rootRank = 0;
-  wait_all({gloo_->broadcast(verdict, from_root)}, name);
-  TORCH_CHECK(v[kDiffering] < 0, error_context(name), ": rank ",
-              static_cast<int>(v[kDiffering]), " of the group called a different collective, "
-              "size or dtype than rank 0 (this rank: ", name, " of ", bytes, " bytes of ",
-              dtype, "; rank ", static_cast<int>(v[kDiffering]), ": ",
-              static_cast<uint64_t>(v[kDifferingBytes]), " bytes). Every rank must call the "
-              "same collectives in the same order with matching sizes and dtypes.");
-  const double start_ns = v[kStart], charged_size = v[kSize];
+  TORCH_CHECK(differing < 0, error_context(name), ": rank ", differing,
+              " of the group called a different collective, size or dtype than rank 0 (this "
+              "rank: ", name, " of ", bytes, " bytes of ", dtype, "; rank ", differing, ": ",
+              static_cast<uint64_t>(records[differing][0].data_ptr<double>()[kBytes]),
+              " bytes). Every rank must call the same collectives in the same order with "
+              "matching sizes and dtypes.");
   if (ops) {
     wait_all(ops(), name);
     staging.finish();
@@ -613,9 +619,6 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 // the header, so it sends its size when it is waited for: that sender's send completes once
 // the receive is waited for.
 namespace {
-
-constexpr int kHeaderTagBit = 1 << 29;
-constexpr int kSizeTagBit = 1 << 30;
 
 std::vector<at::Tensor> one_double(double value) {
   std::vector<at::Tensor> t{at::empty({1}, at::kDouble)};

@@ -5,9 +5,10 @@
 // collective on neuron tensors hands Gloo host views of them (HostStaging), runs to completion
 // when issued (Note [Collective completion]), and is charged on the group's collective stream:
 //   start = max over ranks of each rank's arrival (its current stream's clock, or the
-//           collective stream's if that is later), agreed through a small gather to
-//           rank 0 and broadcast before the data moves, which also checks that all ranks call the same
-//           collective with the same size and dtype (Gloo would abort the process);
+//           collective stream's if that is later), agreed by every rank sending a small
+//           record to every other before the data moves, which also checks that all ranks
+//           call the same collective with the same size and dtype (Gloo would abort the
+//           process);
 //   end   = start + trnsim::collective_cost(op, bytes, where the group's cores sit).
 // Every rank computes the same start and cost, so clocks agree across ranks and a late rank
 // delays everyone, as on hardware. CPU tensors go to Gloo unchanged and cost no device time.
@@ -114,6 +115,8 @@ class ProcessGroupNeuron final : public c10d::Backend {
                                             HostStaging& staging, const GlooOps& ops);
   // Waits for Gloo works, turning their errors into one that names this group and op.
   void wait_all(const std::vector<c10::intrusive_ptr<c10d::Work>>& works, const char* op);
+  // Raises the DistBackendError of a failed `op` (naming ranks whose processes exited).
+  [[noreturn]] void raise_failed(const char* op, const std::exception& e) const;
   // A point-to-point op's Work: `finish` copies data into place and returns the end time.
   c10::intrusive_ptr<c10d::Work> point_to_point(c10d::OpType type, std::vector<at::Tensor>& tensors,
                                                 int peer, int tag);

@@ -17,6 +17,7 @@ Anchors run in one worker process per instance (TORCH_NEURON_INSTANCE must be se
 first device use).
 """
 
+import argparse
 import dataclasses
 import json
 import os
@@ -247,14 +248,22 @@ def sources() -> str:
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
+    if argv[:1] == ["--worker"]:  # one instance's predictions, in a process of its own
         _worker(argv[1])
         return 0
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_neuron fidelity",
+        description="Published Trainium measurements beside the simulator's predictions.")
+    parser.add_argument("--sources", action="store_true",
+                        help="also print where each measurement was published")
+    parser.add_argument("--json", action="store_true",
+                        help="also print one JSON document (predictions and summary) last")
+    args = parser.parse_args(argv)
     predictions = predict_all()
     print(table(predictions))
-    if "--sources" in argv:
+    if args.sources:
         print("\n" + sources())
-    if "--json" in argv:  # for tests and scripts: one JSON document on the last line
+    if args.json:  # for tests and scripts: one JSON document on the last line
         print(json.dumps({"predictions": predictions, "summary": summary(predictions)}))
     return 0
 

@@ -73,3 +73,18 @@ def test_readme_shows_the_current_table(result):
     readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     shown = re.search(r"```\n(anchor .*?)```", readme, re.S).group(1)
     assert shown.strip() == result["table"].strip()
+
+
+@pytest.mark.parametrize("option", ["--help", "-h"])
+def test_help_prints_the_options_without_running_the_comparison(option):
+    out = subprocess.run([sys.executable, "-m", "torch_neuron", "fidelity", option],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "--sources" in out.stdout and "--json" in out.stdout
+    assert "measured" not in out.stdout  # the comparison table was not computed
+
+
+def test_an_unknown_option_is_named():
+    out = subprocess.run([sys.executable, "-m", "torch_neuron", "fidelity", "--bogus"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--bogus" in out.stderr

@@ -21,6 +21,18 @@ ROOT = Path(__file__).resolve().parent
 BUILD_DIR = ROOT / "build"
 
 
+def replace_file(source, target):
+    """Copies `source` over `target` by renaming a copy into place: a process that has the old
+    library loaded (a test run during a rebuild) keeps its file, where copying over it in
+    place would change the code under it and crash it."""
+    target = Path(target)
+    if target.is_dir():
+        target = target / Path(source).name
+    staged = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.copy2(source, staged)
+    os.replace(staged, target)
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         build_type = os.environ.get("TORCH_NEURON_BUILD_TYPE", "Release")
@@ -33,7 +45,7 @@ class CMakeBuild(build_ext):
 
         ext_path = Path(self.get_ext_fullpath(ext.name))
         ext_path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(next(BUILD_DIR.glob("_C*.so")), ext_path)
+        replace_file(next(BUILD_DIR.glob("_C*.so")), ext_path)
         # Editable installs import the package from the source tree; wheels from build_lib.
         targets = {ext_path.parent}
         if self.inplace or getattr(self, "editable_mode", False):
@@ -44,7 +56,7 @@ class CMakeBuild(build_ext):
     @staticmethod
     def _install_native_files(package_dir):
         (package_dir / "lib").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(BUILD_DIR / "libtorch_neuron.so", package_dir / "lib" / "libtorch_neuron.so")
+        replace_file(BUILD_DIR / "libtorch_neuron.so", package_dir / "lib" / "libtorch_neuron.so")
         shutil.copytree(ROOT / "csrc" / "include", package_dir / "include", dirs_exist_ok=True)
         cmake_dir = package_dir / "share" / "cmake" / "TorchNeuron"
         cmake_dir.mkdir(parents=True, exist_ok=True)

@@ -60,13 +60,14 @@ uint64_t NeuronGeneratorImpl::seed() {
 void NeuronGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
                   new_state.device().is_cpu(),
-              "a neuron generator state must be a uint8 CPU tensor of ", kStateBytes,
-              " bytes ([seed: uint64][offset: uint64]), got a ", new_state.dtype(), " tensor on ",
-              new_state.device());
+              "Expected a neuron RNG state: a uint8 CPU tensor of ", kStateBytes,
+              " bytes ([seed: uint64][offset: uint64]), but found a ", new_state.dtype(),
+              " tensor on ", new_state.device());
   TORCH_CHECK(static_cast<size_t>(new_state.numel()) == kStateBytes,
-              "a neuron generator state is ", kStateBytes,
-              " bytes ([seed: uint64][offset: uint64], Philox as on CUDA), got ",
-              new_state.numel(), " bytes (a CPU generator's state does not fit a neuron one)");
+              "Expected a neuron RNG state of ", kStateBytes,
+              " bytes ([seed: uint64][offset: uint64], Philox as on CUDA), but found the input "
+              "RNG state size to be ", new_state.numel(),
+              " (a CPU generator's state does not fit a neuron one)");
   const at::Tensor contiguous =
       at::Tensor(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(
                      const_cast<c10::TensorImpl*>(&new_state)))

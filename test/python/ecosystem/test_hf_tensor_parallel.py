@@ -6,9 +6,8 @@ tokens of the same saved model run unsharded on the CPU in this process.
 One torchrun launch of distributed/workers/hf_tp_worker.py on 2 ranks loads all three models; the
 example examples/hf_tp_generate.py runs as the README documents it (`python -m torch_neuron run
 --nproc-per-node 2 examples/hf_tp_generate.py`). On an idle 2-core machine the file takes about
-40 s. The head counts allow 4 ranks (`launch_worker(saved_models, 4, ["llama"], ["dynamic"])`
-passes check_tokens, check_shards and check_collectives), but that launch adds 13-20 s, a third
-of the file's time, so it is not run.
+40 s. A second launch runs the Llama on 4 ranks (8 query and 4 key/value heads: 2 and 1 per
+rank) with the dynamic cache; it adds 13-20 s on an idle machine.
 
 On neuron, transformers compiles the decode step of a static-cache generate() with
 torch.compile(backend="neuron"), so the static cache also covers compiled DTensor programs.
@@ -183,6 +182,22 @@ def test_tp_weights_are_shards_on_the_rank_core(tp_ranks, name):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_tp_generation_runs_collectives_on_neuron_without_fallback(tp_ranks, name):
     check_collectives(tp_ranks, name)
+
+
+# 4 ranks -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tp4_ranks(saved_models):
+    """4 ranks, the Llama, the dynamic cache: a launch of its own (about 20-35 s on a busy
+    2-core machine), so that the first test that reads it stays within the time limit."""
+    return launch_worker(saved_models, 4, ["llama"], ["dynamic"])
+
+
+def test_tp4_generation_matches_one_device(saved_models, tp4_ranks):
+    check_tokens(tp4_ranks, "llama", saved_models[3]["llama"])
+    check_shards(tp4_ranks, "llama")
+    check_collectives(tp4_ranks, "llama")
 
 
 # The example -------------------------------------------------------------------------------

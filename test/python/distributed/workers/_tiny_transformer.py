@@ -51,11 +51,11 @@ class Block(nn.Module):
 
 
 class TinyTransformer(nn.Module):
-    def __init__(self):
+    def __init__(self, blocks=BLOCKS):
         super().__init__()
         self.tok = nn.Embedding(VOCAB, DIM)
         self.pos = nn.Embedding(SEQ, DIM)
-        self.blocks = nn.ModuleList(Block() for _ in range(BLOCKS))
+        self.blocks = nn.ModuleList(Block() for _ in range(blocks))
         self.norm = nn.LayerNorm(DIM)
         self.out = nn.Linear(DIM, VOCAB, bias=False)
 

@@ -33,7 +33,7 @@ def run_worker(what, world, out_dir, env=None):
     return [torch.load(out_dir / f"{what}_rank{rank}.pt") for rank in range(world)]
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.extended)])
 def test_pipeline_schedules_match_one_device(world, tmp_path):
     runs = run_worker("values", world, tmp_path)
     reference = runs[0]["reference"]
@@ -60,6 +60,7 @@ def test_pipeline_schedules_match_one_device(world, tmp_path):
                                                                                        seen)
 
 
+@pytest.mark.extended  # 4 ranks on a 2x2 mesh (test/README.md)
 def test_pipeline_with_fsdp_on_2x2_mesh(tmp_path):
     """Tolerance: the first step's losses are bit for bit (same weights, same computation); the
     gradients and later steps differ in the last bits only. The one-process reference adds
@@ -111,6 +112,7 @@ def end(record):
     return record["start_ns"] + record["duration_ns"]
 
 
+@pytest.mark.extended  # 4 ranks (test/README.md)
 def test_gpipe_point_to_point_records(gpipe_profiles):
     stages = len(gpipe_profiles)
     for rank, run in enumerate(gpipe_profiles):
@@ -130,6 +132,7 @@ def test_gpipe_point_to_point_records(gpipe_profiles):
             assert record["duration_ns"] == pytest.approx(cost["duration_ns"], rel=1e-9)
 
 
+@pytest.mark.extended  # 4 ranks (test/README.md)
 def test_gpipe_fill_waits_for_forward_and_transfer(gpipe_profiles):
     """Each stage's first forward starts no earlier than the previous stage's first forward's
     start plus its duration plus the activation's transfer (the ranks' clocks agree: Note
@@ -154,6 +157,7 @@ def test_gpipe_fill_waits_for_forward_and_transfer(gpipe_profiles):
     assert firsts[-1][0] >= firsts[0][0] + total - 1e-6, firsts
 
 
+@pytest.mark.extended  # 4 ranks (test/README.md)
 def test_gpipe_bubble(gpipe_profiles):
     """GPipe on S stages and M microbatches idles (S - 1) / (M + S - 1) of the step on each
     stage when the stages take equal time and transfers are free. Here the stages are equal

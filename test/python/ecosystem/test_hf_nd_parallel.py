@@ -29,6 +29,8 @@ from conftest import assert_ok, run_ranks
 transformers = pytest.importorskip("transformers", reason="install with scripts/install.sh")
 pytest.importorskip("transformers.distributed", reason="transformers without DistributedConfig")
 
+pytestmark = pytest.mark.extended  # 4 ranks on a 2x2 mesh (test/README.md)
+
 WORLD = 4
 TIMEOUT = 180  # per launch: about 40 s on a busy 2-core machine
 SHAPE = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

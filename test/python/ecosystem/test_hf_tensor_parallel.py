@@ -194,6 +194,7 @@ def tp4_ranks(saved_models):
     return launch_worker(saved_models, 4, ["llama"], ["dynamic"])
 
 
+@pytest.mark.extended  # 4 ranks (test/README.md)
 def test_tp4_generation_matches_one_device(saved_models, tp4_ranks):
     check_tokens(tp4_ranks, "llama", saved_models[3]["llama"])
     check_shards(tp4_ranks, "llama")

@@ -56,7 +56,7 @@ def saved(tmp_path_factory):
 
 def launch(root, device, case):
     out = root / device / case
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)  # (a failed first launch is retried by the next test)
     results = run_ranks("hf_nd_parallel_worker.py", WORLD,
                         ["--device", device, "--out", str(out), f"--case={case}={root / case}"],
                         env=CPU_ENV if device == "cpu" else None, timeout=TIMEOUT)

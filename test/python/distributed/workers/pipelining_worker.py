@@ -153,28 +153,43 @@ def train_pipeline(split, schedule_name, state, data, rank, world, device):
     return out
 
 
-def train_reference(state, data, device, batches=None):
-    """The whole model on one NeuronCore, microbatch by microbatch as the schedules feed it:
-    per-microbatch losses, gradients summed over microbatches and divided by their count (the
-    schedules' scale_grads), SGD."""
+def reference_model(state, device):
+    """The whole model on one NeuronCore, with its SGD optimizer."""
     model = TinyTransformer(n_blocks(state))
     model.load_state_dict(state)
     model.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    return model, torch.optim.SGD(model.parameters(), lr=LR)
+
+
+def backward_microbatches(model, tokens, microbatches):
+    """Backward of each microbatch's loss in turn, gradients accumulating; their losses."""
+    losses = []
+    for mb in tokens.chunk(microbatches):
+        loss = lm_loss(model(mb[:, :-1]), mb[:, 1:])
+        loss.backward()
+        losses.append(loss.item())
+    return losses
+
+
+def finish_step(model, opt, out, losses, divisor):
+    """Gradients divided by `divisor` (the schedules' scale_grads), recorded, then SGD."""
+    for p in model.parameters():
+        p.grad.div_(divisor)
+    out["losses"].append(losses)
+    out["grads"].append(to_cpu(grads_of([model])))
+    opt.step()
+
+
+def train_reference(state, data, device):
+    """The whole model on one NeuronCore, microbatch by microbatch as the schedules feed it:
+    per-microbatch losses, gradients summed over microbatches and divided by their count (the
+    schedules' scale_grads), SGD."""
+    model, opt = reference_model(state, device)
     out = {"losses": [], "grads": []}
     for step in range(STEPS):
-        tokens = data[step].to(device)
         opt.zero_grad()
-        losses = []
-        for mb in tokens.chunk(MICROBATCHES):
-            loss = lm_loss(model(mb[:, :-1]), mb[:, 1:])
-            loss.backward()
-            losses.append(loss.item())
-        for p in model.parameters():
-            p.grad.div_(MICROBATCHES)
-        out["losses"].append(losses)
-        out["grads"].append(to_cpu(grads_of([model])))
-        opt.step()
+        losses = backward_microbatches(model, data[step].to(device), MICROBATCHES)
+        finish_step(model, opt, out, losses, MICROBATCHES)
     return out
 
 
@@ -245,27 +260,13 @@ def train_reference_dp(state, data, device):
     """One process on one NeuronCore: each dp rank's half in turn, microbatch by microbatch;
     the gradient is the mean over the halves of each half's microbatch mean (what the dp
     reduce-scatter averages), then SGD."""
-    model = TinyTransformer(n_blocks(state))
-    model.load_state_dict(state)
-    model.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    model, opt = reference_model(state, device)
     out = {"losses": [], "grads": []}
     for step in range(STEPS):
         opt.zero_grad()
-        losses = []
-        for dp in range(2):
-            tokens = feed(data[step], dp).to(device)
-            per_dp = []
-            for mb in tokens.chunk(FSDP_MICROBATCHES):
-                loss = lm_loss(model(mb[:, :-1]), mb[:, 1:])
-                loss.backward()
-                per_dp.append(loss.item())
-            losses.append(per_dp)
-        for p in model.parameters():
-            p.grad.div_(2 * FSDP_MICROBATCHES)
-        out["losses"].append(losses)
-        out["grads"].append(to_cpu(grads_of([model])))
-        opt.step()
+        losses = [backward_microbatches(model, feed(data[step], dp).to(device), FSDP_MICROBATCHES)
+                  for dp in range(2)]
+        finish_step(model, opt, out, losses, 2 * FSDP_MICROBATCHES)
     return out
 
 

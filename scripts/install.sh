@@ -25,4 +25,7 @@ python -m pip install -q "transformers==5.24.0" "accelerate==1.16.0" "safetensor
 python -m pip install -q --no-build-isolation -e .
 # The opt-in torch_neuronx alias (compat/torch_neuronx), for the accelerate/Trainer tests.
 python -m pip install -q --no-build-isolation -e compat/torch_neuronx
+# The opt-in nki alias (compat/nki): `import nki` is torch_neuron.nki, for kernels written
+# against AWS's NKI API.
+python -m pip install -q --no-build-isolation -e compat/nki
 echo "torch_neuron is installed; try: python examples/quickstart.py"

@@ -1,0 +1,159 @@
+"""NKI data types: names, sizes, how the simulator stores them, and rounding to them.
+
+The current NKI release names dtypes by string (`nl.float32 == "float32"`, aws-neuron-sdk
+`nki/api/nki/language/__init__.py`, `DType = str`). Values are kept in NumPy arrays: float32,
+float16 and the integer types natively; bfloat16, tfloat32 and the float8 types in float32 arrays
+holding only values representable in the narrow type (Note [Rounding to narrow floats]). Sizes
+in bytes (for SBUF/PSUM capacity and the buffer regions of the instruction records) are those of
+the NKI dtype, not of the storage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class DType:
+    name: str
+    itemsize: int          # bytes on the device
+    storage: type          # NumPy dtype of the simulator's array
+    kind: str              # "float" | "int" | "uint" | "bool"
+    # Narrow floats (stored in float32): mantissa bits, smallest normal exponent, largest
+    # finite value, and whether the format has infinities (else overflow gives NaN).
+    mantissa: int = 0
+    emin: int = 0
+    max_finite: float = 0.0
+    has_inf: bool = True
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint", "bool")
+
+    @property
+    def narrow(self) -> bool:
+        return self.mantissa > 0
+
+
+# Formats from the "Supported Data Types" table of aws-neuron-sdk `nki/api/nki.api.shared.rst`
+# (sign/exponent/mantissa bits). Largest finite values follow from the bit layouts: IEEE-like
+# float8_e4m3 (bias 7, max 1.875 * 2^7 = 240, has inf); OCP float8_e4m3fn (no inf, 1.75 * 2^8 =
+# 448); float8_e5m2 (IEEE-like, 1.75 * 2^15 = 57344).
+_TABLE = [
+    DType("float32", 4, np.float32, "float"),
+    DType("float16", 2, np.float16, "float"),
+    DType("bfloat16", 2, np.float32, "float", 7, -126, (2 - 2.0**-7) * 2.0**127),
+    DType("tfloat32", 4, np.float32, "float", 10, -126, (2 - 2.0**-10) * 2.0**127),
+    DType("float8_e4m3", 1, np.float32, "float", 3, -6, 240.0),
+    DType("float8_e4m3fn", 1, np.float32, "float", 3, -6, 448.0, has_inf=False),
+    DType("float8_e5m2", 1, np.float32, "float", 2, -14, 57344.0),
+    DType("int8", 1, np.int8, "int"),
+    DType("int16", 2, np.int16, "int"),
+    DType("int32", 4, np.int32, "int"),
+    DType("uint8", 1, np.uint8, "uint"),
+    DType("uint16", 2, np.uint16, "uint"),
+    DType("uint32", 4, np.uint32, "uint"),
+    DType("bool_", 1, np.uint8, "bool"),
+]
+BY_NAME = {d.name: d for d in _TABLE}
+
+_FROM_NUMPY = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16",
+               np.dtype(np.int8): "int8", np.dtype(np.int16): "int16",
+               np.dtype(np.int32): "int32", np.dtype(np.uint8): "uint8",
+               np.dtype(np.uint16): "uint16", np.dtype(np.uint32): "uint32",
+               np.dtype(np.bool_): "bool_"}
+
+
+def _torch_names():
+    import torch
+
+    return {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+            torch.float8_e4m3fn: "float8_e4m3fn", torch.float8_e5m2: "float8_e5m2",
+            torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
+            torch.uint8: "uint8", torch.bool: "bool_"}
+
+
+def torch_dtype(name: str):
+    """The torch dtype a kernel output of NKI dtype `name` is returned as."""
+    import torch
+
+    for t, n in _torch_names().items():
+        if n == name:
+            return t
+    raise TypeError(f"NKI dtype {name} has no torch equivalent to return a neuron tensor in; "
+                    f"cast to float32, bfloat16, float16 or an integer type in the kernel")
+
+
+def resolve(dtype) -> DType:
+    """Accepts an NKI dtype name, a NumPy dtype or a torch dtype."""
+    if isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        name = {"bool": "bool_"}.get(dtype, dtype)
+        if name in BY_NAME:
+            return BY_NAME[name]
+    else:
+        try:
+            return BY_NAME[_FROM_NUMPY[np.dtype(dtype)]]
+        except (TypeError, KeyError):
+            pass
+        name = _torch_names().get(dtype)
+        if name:
+            return BY_NAME[name]
+    raise TypeError(f"unsupported NKI dtype {dtype!r}; use one of nl.{', nl.'.join(BY_NAME)}")
+
+
+# Note [Rounding to narrow floats]
+# The engines compute in float32 and round results to the destination dtype on write (the ISA
+# pages: "The float32 results are cast to dst.dtype at no additional performance cost"). The
+# rounding is IEEE round-to-nearest, ties-to-even, with gradual underflow: the value is scaled
+# by the quantum of its binade (2^(exponent - mantissa bits), the exponent clamped at the
+# smallest normal one for subnormals), rounded with np.rint (ties to even) and scaled back; all
+# steps are exact in float64. Overflow beyond the largest finite value gives inf, or NaN for the
+# formats without infinities (float8_e4m3fn), as the ml_dtypes conversions that AWS's simulator
+# uses do (aws-neuron-sdk `nki/guides/nki_simulator.rst`, "Precise Floating-Point Mode"); the
+# hardware's overflow behaviour is not documented (assumption). Results are exactly those of
+# torch's float32 -> bfloat16 / float8_e4m3fn / float8_e5m2 conversions for in-range values,
+# which the tests check.
+def round_to(values: np.ndarray, dt: DType) -> np.ndarray:
+    if not dt.narrow:
+        return values
+    x = np.asarray(values, dtype=np.float64)
+    mant, exp = np.frexp(x)  # x = mant * 2^exp, 0.5 <= |mant| < 1
+    exp = np.maximum(exp - 1, dt.emin)
+    quantum = np.ldexp(1.0, exp - dt.mantissa)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = np.rint(x / quantum) * quantum
+        out = np.where(np.isfinite(x), out, x)
+        over = np.abs(out) > dt.max_finite
+        out = np.where(over & np.isfinite(x),
+                       np.copysign(np.inf, x) if dt.has_inf else np.nan, out)
+        if not dt.has_inf:
+            out = np.where(np.isinf(x), np.nan, out)
+    return out.astype(np.float32)
+
+
+def convert(values: np.ndarray, dt: DType) -> np.ndarray:
+    """Values (any NumPy array) written into a tile of dtype `dt`: float results are rounded as
+    in Note [Rounding to narrow floats]; integer destinations take float values rounded to
+    nearest even and saturated to the type's range (assumption: the ISA pages say only that
+    results are cast to dst.dtype)."""
+    values = np.asarray(values)
+    if dt.is_float:
+        if dt.storage is np.float16:
+            with np.errstate(over="ignore"):
+                return values.astype(np.float16)
+        return round_to(values.astype(np.float32), dt)
+    if values.dtype.kind == "f":
+        info = np.iinfo(dt.storage)
+        with np.errstate(invalid="ignore"):
+            values = np.clip(np.rint(np.nan_to_num(values)), info.min, info.max)
+    if dt.kind == "bool":
+        values = values != 0
+    return values.astype(dt.storage)

@@ -1,0 +1,821 @@
+"""`nki.isa`: the NeuronCore instructions, executed functionally with the hardware's rules.
+
+Signatures follow the current NKI release's stub, aws-neuron-sdk `nki/api/nki/isa/__init__.py`
+(destination first: `nisa.nc_matmul(dst, stationary, moving, ...)`); each rule checked below
+cites that file's docstring of the instruction unless it says otherwise. Every instruction
+checks its operands, computes with NumPy in float32 (as the engines do; Note [Rounding to
+narrow floats] for the write to the destination dtype), writes its destination and appends one
+record to the kernel run (Note [Instruction records]).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import numpy as np
+
+from torch_neuron.nki import dtypes
+from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
+                                     PartitionLimitError, PsumBankError, ShapeError,
+                                     TileSizeError, UninitializedReadError, UnsupportedError,
+                                     kernel_source_line)
+from torch_neuron.nki.ops import OPERATORS, REDUCTION_ALIASES, Operator, apply
+from torch_neuron.nki.records import InstructionRecord, Operand
+from torch_neuron.nki.tensor import MemoryRegion, NkiTensor, current_run
+
+
+class engine(enum.Enum):
+    tensor = 1
+    vector = 5
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    sync = 6
+    unknown = 0
+
+
+tensor_engine, vector_engine, scalar_engine = engine.tensor, engine.vector, engine.scalar
+gpsimd_engine, unknown_engine = engine.gpsimd, engine.unknown
+
+
+class reduce_cmd(enum.Enum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(enum.Enum):
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(enum.Enum):
+    error = 0
+    skip = 1
+
+
+class matmul_perf_mode(enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class nc_version(enum.Enum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> nc_version:
+    return nc_version(current_run("nisa.get_nc_version").target.nc_version)
+
+
+def get_nc_sub_version() -> int:
+    return 0
+
+
+_ENGINE_NAMES = {engine.tensor: "TensorE", engine.vector: "VectorE", engine.scalar: "ScalarE",
+                 engine.gpsimd: "GpSimdE"}
+
+
+# -- shared checks -------------------------------------------------------------------------------
+
+class _Instruction:
+    """The instruction being executed: its name, source line and operands, for errors and the
+    record."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.source = kernel_source_line()
+        self.run = current_run(f"nisa.{name}")
+        self.target = self.run.target
+        self.operands: list[tuple[str, NkiTensor]] = []
+        self.reads: list[NkiTensor] = []
+        self.writes: list[NkiTensor] = []
+
+    def error(self, cls, message):
+        return cls(message, instruction=self.name, source=self.source)
+
+    def tile(self, t, role: str, *, on_chip=True, spaces=None, read=True) -> NkiTensor:
+        if not isinstance(t, NkiTensor):
+            raise self.error(ShapeError, f"{role} must be an NkiTensor (nl.ndarray), got "
+                                         f"{type(t).__name__}")
+        if on_chip and not t.on_chip:
+            raise self.error(MemorySpaceError,
+                             f"{role} {t!r} is in HBM; compute engines read and write only "
+                             f"SBUF and PSUM: dma_copy it into an nl.sbuf tile first")
+        if spaces and t.buffer.value not in spaces:
+            raise self.error(MemorySpaceError,
+                             f"{role} {t!r} is in {t.buffer.space}; {self.name} needs it in "
+                             f"{' or '.join(spaces)}")
+        if t.on_chip and t.shape[0] > self.target.partitions:
+            raise self.error(PartitionLimitError, f"{role} {t!r} spans {t.shape[0]} partitions "
+                                                  f"(max {self.target.partitions})")
+        self.operands.append((role, t))
+        (self.reads if read else self.writes).append(t)
+        return t
+
+    def values(self, t: NkiTensor, role: str) -> np.ndarray:
+        try:
+            return t.read()
+        except UninitializedReadError as e:
+            raise self.error(UninitializedReadError, f"{role}: {e.detail}") from None
+
+    def f32(self, t: NkiTensor, role: str) -> np.ndarray:
+        """Values as the engines see them: cast to float32, laid out [partitions, free]."""
+        return self.values(t, role).astype(np.float32).reshape(self.pf(t))
+
+    @staticmethod
+    def pf(t: NkiTensor) -> tuple[int, int]:
+        return (t.shape[0], t.free_size) if t.on_chip else (1, t.size)
+
+    def same_layout(self, a: NkiTensor, a_role: str, b: NkiTensor, b_role: str):
+        if self.pf(a) != self.pf(b):
+            raise self.error(ShapeError,
+                             f"{a_role} {a.shape} and {b_role} {b.shape} must have the same "
+                             f"partition count and elements per partition "
+                             f"({self.pf(a)} vs {self.pf(b)})")
+
+    def engine(self, requested, allowed: tuple, default: str) -> str:
+        if requested in (None, engine.unknown):
+            return default
+        if not isinstance(requested, engine):
+            raise self.error(NkiValidationError, f"engine={requested!r}: use nisa.engine.*")
+        name = _ENGINE_NAMES.get(requested)
+        if name not in allowed:
+            raise self.error(NkiValidationError, f"engine={requested.name} cannot run "
+                                                 f"{self.name}; allowed: {', '.join(allowed)}")
+        return name
+
+    def no_psum_on_gpsimd(self, eng: str):
+        if eng == "GpSimdE":
+            for role, t in self.operands:
+                if t.buffer is MemoryRegion.psum:
+                    raise self.error(MemorySpaceError,
+                                     f"{role} {t!r} is in PSUM, which GpSimd Engine cannot "
+                                     f"access; use the Vector or Scalar Engine")
+
+    def not_both_psum(self, a, a_role, b, b_role):
+        if a.buffer is MemoryRegion.psum and b.buffer is MemoryRegion.psum:
+            raise self.error(MemorySpaceError, f"{a_role} and {b_role} cannot both be in PSUM")
+
+    def operator(self, op, role: str, *, kinds=("arith", "bitvec"), unary_ok=False,
+                 reduction=False) -> Operator:
+        if isinstance(op, Operator) and reduction and op.name in REDUCTION_ALIASES:
+            op = OPERATORS[REDUCTION_ALIASES[op.name]]
+        if isinstance(op, str) and op in OPERATORS:
+            op = OPERATORS[op]
+        if not isinstance(op, Operator):
+            raise self.error(NkiValidationError, f"{role}={op!r} is not an nki.language "
+                                                 f"operator (nl.add, nl.maximum, ...)")
+        if op.alu not in kinds or (op.arity == 1 and not unary_ok) or (
+                reduction and not op.reducible):
+            what = "a reduction" if reduction else "an ALU"
+            raise self.error(NkiValidationError, f"{role}=nl.{op.name} is not {what} operator "
+                                                 f"{self.name} accepts (see the ALU operator "
+                                                 f"table, nki.api.shared.rst)")
+        return op
+
+    def bitvec_ints(self, op: Operator, *tiles):
+        if op.bitvec:
+            for t in tiles:
+                if not t.dt.is_int:
+                    raise self.error(DtypeError, f"bitvec operator nl.{op.name} needs integer "
+                                                 f"tiles; {t!r} is {t.dtype}")
+
+    def scalar_or_vector(self, value, role: str, partitions: int, *, float32=False):
+        """A compile-time scalar, or an [N, 1] tile (one value per partition) as [N, 1]."""
+        if isinstance(value, NkiTensor):
+            t = self.tile(value, role)
+            if t.shape[0] != partitions or t.free_size != 1:
+                raise self.error(ShapeError, f"{role} {t!r} must have shape ({partitions}, 1)")
+            if float32 and t.dtype != "float32":
+                raise self.error(DtypeError, f"{role} {t!r} must be float32, not {t.dtype}")
+            return self.f32(t, role)
+        if isinstance(value, (int, float, np.integer, np.floating, bool)):
+            return np.float32(value)
+        raise self.error(ShapeError, f"{role}={value!r} must be a scalar or an NkiTensor")
+
+    def write(self, t: NkiTensor, values) -> None:
+        t.write(np.asarray(values).reshape(t.shape))
+
+    def record(self, eng: str, **attrs) -> None:
+        run = self.run
+        queue = run.next_dma_queue() if eng == "DMA" else None
+        operands = tuple(Operand(role, t.shape, t.dtype, t.buffer.space, t.partitions,
+                                 t.free_size) for role, t in self.operands)
+        run.records.append(InstructionRecord(
+            len(run.records), eng, self.name, operands,
+            tuple(t.region() for t in self.reads), tuple(t.region() for t in self.writes),
+            self.source, run.program_id, queue,
+            tuple((k, v.name if isinstance(v, enum.Enum) else v) for k, v in attrs.items())))
+
+
+def _copy_values(ins: _Instruction, src: NkiTensor, dst: NkiTensor) -> np.ndarray:
+    """Same dtype: a bit-exact copy; else through float32 (dma_copy and tensor_copy docs)."""
+    values = ins.values(src, "src")
+    if src.dtype == dst.dtype:
+        return values
+    return values.astype(np.float32)
+
+
+# -- data movement -------------------------------------------------------------------------------
+
+def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
+             engine=engine.unknown, name=None):
+    ins = _Instruction("dma_copy")
+    # "Both src and dst tiles can be in HBM or SBUF": PSUM is not a DMA endpoint.
+    ins.tile(dst, "dst", on_chip=False, spaces=("sbuf", "private_hbm", "shared_hbm"),
+             read=False)
+    ins.tile(src, "src", on_chip=False, spaces=("sbuf", "private_hbm", "shared_hbm"))
+    if dst.size != src.size:
+        raise ins.error(ShapeError, f"src {src.shape} has {src.size} elements, dst {dst.shape} "
+                                    f"has {dst.size}: they must match")
+    ins.write(dst, _copy_values(ins, src, dst).reshape(dst.shape))
+    ins.record("DMA", bytes=dst.size * dst.dt.itemsize)
+
+
+def tensor_copy(dst, src, engine=engine.unknown, name=None):
+    ins = _Instruction("tensor_copy")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(src, "src")
+    ins.same_layout(dst, "dst", src, "src")
+    eng = ins.engine(engine, ("VectorE", "ScalarE", "GpSimdE"), "VectorE")
+    if eng == "ScalarE" and ins.target.nc_version == 2:
+        raise ins.error(NkiValidationError, "tensor_copy does not run on the Scalar Engine of "
+                                            "NeuronCore-v2; use nisa.activation(op=nl.copy)")
+    ins.no_psum_on_gpsimd(eng)
+    ins.write(dst, _copy_values(ins, src, dst))
+    ins.record(eng)
+
+
+def memset(dst, value, engine=engine.unknown, name=None):
+    ins = _Instruction("memset")
+    ins.tile(dst, "dst", read=False)
+    eng = ins.engine(engine, ("VectorE", "GpSimdE"), "VectorE")
+    ins.no_psum_on_gpsimd(eng)
+    ins.write(dst, np.full(dst.shape, value))
+    ins.record(eng)
+
+
+# -- Tensor Engine -------------------------------------------------------------------------------
+
+_MATMUL_DTYPES = {"float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32", "float32"}
+_FP8 = {"float8_e4m3", "float8_e5m2", "float8_e4m3fn"}
+
+
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
+              is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
+              perf_mode=matmul_perf_mode.none, name=None):
+    ins = _Instruction("nc_matmul")
+    t = ins.target
+    ins.tile(stationary, "stationary", spaces=("sbuf",))
+    ins.tile(moving, "moving", spaces=("sbuf",))
+    ins.tile(dst, "dst", spaces=("psum",), read=False)
+    perf = matmul_perf_mode(perf_mode.value if isinstance(perf_mode, enum.Enum) else perf_mode)
+
+    # dtypes ("Data types" section)
+    allowed = _MATMUL_DTYPES | ({"float8_e4m3fn"} if t.nc_version >= 4 else set())
+    for role, x in (("stationary", stationary), ("moving", moving)):
+        if x.dtype not in allowed:
+            raise ins.error(DtypeError, f"{role} is {x.dtype}; TensorE takes "
+                                        f"{', '.join(sorted(allowed))} on {t.core}")
+    wide = {"float32", "tfloat32"}
+    if (stationary.dtype in wide) != (moving.dtype in wide):
+        raise ins.error(DtypeError, f"stationary {stationary.dtype} and moving {moving.dtype}: "
+                                    f"if one input is float32/tfloat32 the other must be too")
+    dst_ok = ("float32", "bfloat16") if t.nc_version >= 4 else ("float32",)
+    if dst.dtype not in dst_ok:
+        raise ins.error(DtypeError, f"dst is {dst.dtype}; the PSUM result of a matmul must be "
+                                    f"{' or '.join(dst_ok)} on {t.core} (TensorE accumulates "
+                                    f"in float32)")
+
+    # layout and tile sizes ("Layout", "Tile size", "Performance mode", "Tiling mode")
+    if perf is matmul_perf_mode.double_row:
+        if not t.double_row_fp8:
+            raise ins.error(UnsupportedError, f"perf_mode=double_row needs NeuronCore-v3 or "
+                                              f"newer; the target is {t.core}")
+        for role, x in (("stationary", stationary), ("moving", moving)):
+            if x.dtype not in _FP8:
+                raise ins.error(DtypeError, f"perf_mode=double_row needs float8 inputs; {role} "
+                                            f"is {x.dtype}")
+            if x.ndim != 3 or x.shape[1] != 2:
+                raise ins.error(ShapeError, f"perf_mode=double_row: {role} {x.shape} must be "
+                                            f"[K, 2, free] (the contraction split over the "
+                                            f"partition dim and a first free dim of 2)")
+        if tile_position or tile_size:
+            raise ins.error(NkiValidationError, "perf_mode=double_row cannot be combined with "
+                                                "Tensor Engine tiling (tile_position/size)")
+    rows, cols = t.partitions, t.gemm_stationary_fmax
+    if bool(tile_position) != bool(tile_size):
+        raise ins.error(NkiValidationError, "tile_position and tile_size must be set together")
+    if tile_size:
+        rows, cols = (int(v) for v in tile_size)
+        sizes = (32, 64, 128) if t.nc_version >= 3 else (64, 128)
+        if rows not in sizes or cols not in sizes:
+            raise ins.error(TileSizeError, f"tile_size={tuple(tile_size)}: row and column tile "
+                                           f"sizes must be one of {sizes} on {t.core}")
+        r0, c0 = (int(v) for v in tile_position)
+        if r0 % rows or c0 % cols or r0 + rows > 128 or c0 + cols > 128:
+            raise ins.error(TileSizeError, f"tile_position={tuple(tile_position)} must be "
+                                           f"multiples of tile_size={tuple(tile_size)} inside "
+                                           f"the 128x128 array")
+    K = stationary.shape[0]
+    M = stationary.free_size // (2 if perf is matmul_perf_mode.double_row else 1)
+    N = moving.free_size // (2 if perf is matmul_perf_mode.double_row else 1)
+    if moving.shape[0] != K:
+        raise ins.error(ShapeError, f"stationary {stationary.shape} and moving {moving.shape} "
+                                    f"must have the same partition (contraction) size")
+    if K > rows:
+        raise ins.error(TileSizeError, f"contraction (partition) size {K} exceeds {rows} PE "
+                                       f"rows")
+    if M > cols:
+        raise ins.error(TileSizeError, f"stationary free size {M} exceeds {cols} "
+                                       f"(nl.tile_size.gemm_stationary_fmax = "
+                                       f"{t.gemm_stationary_fmax}): stationary is at most "
+                                       f"128x128; tile M")
+    moving_max = t.moving_fmax_fp32_dst * (2 if dst.dtype == "bfloat16" else 1)
+    if N > moving_max:
+        raise ins.error(TileSizeError, f"moving free size {N} exceeds {moving_max} "
+                                       f"(nl.tile_size.gemm_moving_fmax = "
+                                       f"{t.gemm_moving_fmax}): moving is at most 128x"
+                                       f"{moving_max} on {t.core}; tile N")
+    if dst.shape[0] != M or dst.free_size != N:
+        raise ins.error(ShapeError, f"dst {dst.shape} must be [{M}, {N}]: stationary's free "
+                                    f"size by moving's free size")
+    region = dst.region()
+    bank = t.psum_bank_bytes
+    if t.nc_version < 4 and region.address[0] // bank != (region.address[1] - 1) // bank:
+        raise ins.error(PsumBankError,
+                        f"dst {dst!r} covers PSUM bytes [{region.address[0]}, "
+                        f"{region.address[1]}) of each partition, crossing a {bank}-byte bank "
+                        f"boundary; a matmul accumulates in float32 within one bank (at most "
+                        f"512 float32 per partition): split N or allocate the tile per bank")
+
+    # compute: dst = stationary.T @ moving, accumulated in float32 ("Accumulation mode")
+    st = ins.values(stationary, "stationary").astype(np.float32).reshape(K, -1, M)
+    mv = ins.values(moving, "moving").astype(np.float32).reshape(K, -1, N)
+    product = np.einsum("kjm,kjn->mn", st, mv, dtype=np.float32, optimize=True)
+    written = dst._written.reshape(M, N) if dst._written.flags.c_contiguous else \
+        np.ascontiguousarray(dst._written).reshape(M, N)
+    if accumulate is None:
+        acc = written
+    elif accumulate:
+        if not written.all():
+            raise ins.error(UninitializedReadError,
+                            f"accumulate=True into {dst!r} whose {int((~written).sum())} "
+                            f"elements no matmul has written (undefined on hardware); use "
+                            f"accumulate=False for the first matmul")
+        acc = written
+    else:
+        acc = np.zeros_like(written)
+    previous = np.where(acc, dst._data.reshape(M, N).astype(np.float32), np.float32(0))
+    ins.write(dst, previous + product)
+    ins.record("TensorE", perf_mode=perf, is_transpose=bool(is_transpose),
+               accumulate=bool(acc.any()), is_stationary_onezero=bool(is_stationary_onezero),
+               is_moving_onezero=bool(is_moving_onezero))
+
+
+def nc_transpose(dst, data, engine=engine.unknown, name=None):
+    ins = _Instruction("nc_transpose")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    t = ins.target
+    default = "TensorE" if (data.buffer is MemoryRegion.sbuf
+                            and dst.buffer is MemoryRegion.psum) else "VectorE"
+    eng = ins.engine(engine, ("TensorE", "VectorE"), default)
+    P, F = ins.pf(data)
+    if eng == "TensorE":
+        if data.buffer is not MemoryRegion.sbuf or dst.buffer is not MemoryRegion.psum:
+            raise ins.error(MemorySpaceError, "Tensor Engine transpose reads SBUF and writes "
+                                              "PSUM")
+        limit = t.partitions
+    else:
+        limit = t.vector_transpose_max
+    if P > limit or F > limit:
+        raise ins.error(TileSizeError, f"data {data.shape} is {P}x{F}; {eng} transposes at "
+                                       f"most {limit}x{limit}")
+    if dst.dtype != data.dtype:
+        raise ins.error(DtypeError, f"dst is {dst.dtype} but data is {data.dtype}: a transpose "
+                                    f"keeps the dtype")
+    if ins.pf(dst) != (F, P):
+        raise ins.error(ShapeError, f"dst {dst.shape} must be [{F}, {P}] for data "
+                                    f"{data.shape}")
+    ins.write(dst, ins.values(data, "data").reshape(P, F).T)
+    ins.record(eng)
+
+
+# -- Vector / Scalar / GpSimd engines -----------------------------------------------------------
+
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
+    ins = _Instruction("tensor_tensor")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data1, "data1")
+    ins.tile(data2, "data2")
+    ins.same_layout(data1, "data1", data2, "data2")
+    ins.same_layout(dst, "dst", data1, "data1")
+    ins.not_both_psum(data1, "data1", data2, "data2")
+    op = ins.operator(op, "op")
+    ins.bitvec_ints(op, dst, data1, data2)
+    ints32 = all(t.dtype in ("int32", "uint32") for t in (dst, data1, data2))
+    any_psum = any(t.buffer is MemoryRegion.psum for t in (dst, data1, data2))
+    default = "GpSimdE" if (op.name == "power" or (ints32 and not any_psum)) else "VectorE"
+    eng = ins.engine(engine, ("VectorE", "GpSimdE"), default)
+    ins.no_psum_on_gpsimd(eng)
+    if op.bitvec or ints32:
+        a = ins.values(data1, "data1").reshape(ins.pf(data1))
+        b = ins.values(data2, "data2").reshape(ins.pf(data2))
+    else:
+        a, b = ins.f32(data1, "data1"), ins.f32(data2, "data2")
+    ins.write(dst, apply(op, a, b))
+    ins.record(eng, op=op.name)
+
+
+_SCALAR_ENGINE_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
+                  reverse1=False, engine=engine.unknown, name=None):
+    ins = _Instruction("tensor_scalar")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.same_layout(dst, "dst", data, "data")
+    op0 = ins.operator(op0, "op0", unary_ok=True)
+    if op1 is None and operand1 is not None:
+        raise ins.error(NkiValidationError, "operand1 is given without op1")
+    op1 = ins.operator(op1, "op1", unary_ok=True) if op1 is not None else None
+    if op1 is not None and op0.bitvec != op1.bitvec:
+        raise ins.error(NkiValidationError, f"op0=nl.{op0.name} and op1=nl.{op1.name} must both "
+                                            f"be bitvec or both arithmetic operators")
+    ins.bitvec_ints(op0, dst, data)
+    eng = ins.engine(engine, ("VectorE", "ScalarE", "GpSimdE"), "VectorE")
+    pair = (op0.name, op1.name if op1 else None)
+    if eng == "ScalarE" and pair not in _SCALAR_ENGINE_PAIRS:
+        raise ins.error(NkiValidationError, f"the Scalar Engine runs tensor_scalar only as "
+                                            f"multiply(+add) or add; got {pair}")
+    if eng == "GpSimdE" and op0.name != "rsqrt":
+        raise ins.error(NkiValidationError, "tensor_scalar runs on GpSimd only for nl.rsqrt")
+    if op0.bitvec and eng != "VectorE":
+        raise ins.error(NkiValidationError, "bitvec tensor_scalar runs on the Vector Engine")
+    ins.no_psum_on_gpsimd(eng)
+    P = data.shape[0]
+
+    def step(x, op, operand, reverse, role):
+        if op.arity == 1:
+            if operand not in (None, 0, 0.0):
+                raise ins.error(NkiValidationError, f"{role} must be None or 0 for the unary "
+                                                    f"operator nl.{op.name}")
+            return apply(op, x)
+        v = ins.scalar_or_vector(operand, role, P, float32=not op.bitvec)
+        if op.bitvec:
+            v = np.asarray(v).astype(x.dtype)
+        return apply(op, v, x) if reverse else apply(op, x, v)
+
+    x = (ins.values(data, "data").reshape(ins.pf(data)) if op0.bitvec
+         else ins.f32(data, "data"))
+    x = step(x, op0, operand0, reverse0, "operand0")
+    if op1 is not None:
+        x = step(x, op1, operand1, reverse1, "operand1")
+    ins.write(dst, x)
+    ins.record(eng, op0=op0.name, op1=op1.name if op1 else None)
+
+
+def _reduce(op: Operator, x: np.ndarray, axis) -> np.ndarray:
+    if isinstance(op.fn, np.ufunc):
+        return op.fn.reduce(x, axis=axis)
+    x = np.moveaxis(x, axis, 0) if isinstance(axis, int) else x
+    out = x[0]
+    for i in range(1, x.shape[0]):
+        out = apply(op, out, x[i])
+    return out
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    ins = _Instruction("tensor_reduce")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    op = ins.operator(op, "op", reduction=True)
+    ins.bitvec_ints(op, dst, data)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(sorted(int(a) % data.ndim for a in axes))
+    if not axes or 0 in axes or axes != tuple(range(data.ndim - len(axes), data.ndim)):
+        raise ins.error(ShapeError, f"axis={axis} for data {data.shape}: the reduced axes must "
+                                    f"be the last contiguous free dims (never the partition "
+                                    f"dim 0); use nc_transpose or a matmul with ones to reduce "
+                                    f"across partitions")
+    kept = data.shape[:data.ndim - len(axes)]
+    if dst.shape[0] != data.shape[0] or dst.free_size != math.prod(kept[1:]):
+        raise ins.error(ShapeError, f"dst {dst.shape} does not hold the reduction of "
+                                    f"{data.shape} over axes {axes}")
+    if negate and op.bitvec:
+        raise ins.error(NkiValidationError, "negate applies to arithmetic reductions only")
+    x = ins.values(data, "data")
+    x = x if op.bitvec else x.astype(np.float32)
+    out = _reduce(op, x.reshape(kept + (-1,)), -1)
+    ins.write(dst, -out if negate else out)
+    ins.record("VectorE", op=op.name, negate=bool(negate))
+
+
+def tensor_partition_reduce(dst, op, data, name=None):
+    ins = _Instruction("tensor_partition_reduce")
+    ins.tile(dst, "dst", spaces=("sbuf",), read=False)
+    ins.tile(data, "data", spaces=("sbuf",))
+    op = ins.operator(op, "op", reduction=True)
+    if op.name not in ("add", "average", "maximum", "bitwise_or", "bitwise_and"):
+        raise ins.error(NkiValidationError, f"op=nl.{op.name}: tensor_partition_reduce takes "
+                                            f"add, average, maximum, bitwise_or, bitwise_and")
+    if dst.shape[0] != 1 or dst.free_size != data.free_size:
+        raise ins.error(ShapeError, f"dst {dst.shape} must be one partition of "
+                                    f"{data.free_size} elements")
+    ins.bitvec_ints(op, dst, data)
+    x = ins.values(data, "data").reshape(ins.pf(data))
+    if op.name == "average":
+        out = x.astype(np.float32).mean(axis=0, dtype=np.float32)
+    else:
+        out = op.fn.reduce(x if op.bitvec else x.astype(np.float32), axis=0)
+    ins.write(dst, out)
+    ins.record("GpSimdE", op=op.name)
+
+
+def _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
+    t = ins.target
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.same_layout(dst, "dst", data, "data")
+    if not (isinstance(op, Operator) and op.activation):
+        raise ins.error(NkiValidationError, f"op={op!r} is not an activation function (see the "
+                                            f"activation table, nki.api.shared.rst)")
+    P = data.shape[0]
+    s = ins.scalar_or_vector(scale, "scale", P, float32=True)
+    if bias is None:
+        b = np.float32(0)
+    else:
+        if not isinstance(bias, NkiTensor) and t.nc_version == 2:
+            raise ins.error(ShapeError, "bias must be a [N, 1] tile on NeuronCore-v2 (a "
+                                        "scalar bias needs NeuronCore-v3 or newer)")
+        if isinstance(bias, NkiTensor) and bias.dtype == "tfloat32":
+            raise ins.error(DtypeError, "bias cannot be tfloat32")
+        b = ins.scalar_or_vector(bias, "bias", P)
+    y = apply(op, ins.f32(data, "data") * s + b).astype(np.float32)
+    regs = ins.run.__dict__.setdefault("_act_regs", {})
+    key = ins.run.program_id
+    if reduce_op is not None:
+        reduce_op = ins.operator(reduce_op, "reduce_op", reduction=True)
+        if reduce_op.name != "add" and t.nc_version < 4:
+            raise ins.error(NkiValidationError, f"reduce_op=nl.{reduce_op.name}: the Scalar "
+                                                f"Engine reduces with nl.add only")
+    if cmd in (reduce_cmd.reset, reduce_cmd.reset_reduce):
+        regs[key] = np.zeros(t.partitions, np.float32)
+    if cmd in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Scalar Engine "
+                                                    "registers never reset; use reset_reduce")
+        regs[key][:P] += y.sum(axis=1, dtype=np.float32)
+    if reduce_res is not None:
+        ins.tile(reduce_res, "reduce_res", read=False)
+        if reduce_res.shape[0] != P or reduce_res.free_size != 1:
+            raise ins.error(ShapeError, f"reduce_res {reduce_res.shape} must be ({P}, 1)")
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_res reads Scalar Engine reduce "
+                                                    "registers never written")
+    ins.write(dst, y)
+    if reduce_res is not None:
+        ins.write(reduce_res, regs[key][:P])
+    ins.record("ScalarE", op=op.name, reduce_cmd=cmd, reduce_res=reduce_res is not None)
+
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
+               reduce_cmd=reduce_cmd.idle, name=None):
+    ins = _Instruction("activation")
+    _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd)
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    ins = _Instruction("activation_reduce")
+    if reduce_op is None:
+        raise ins.error(NkiValidationError, "activation_reduce needs reduce_op (nl.add)")
+    _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd.reset_reduce)
+
+
+def _affine_values(ins, dst, pattern, offset, channel_multiplier) -> np.ndarray:
+    pattern = [(int(step), int(num)) for step, num in pattern]
+    if len(pattern) > 4:
+        raise ins.error(ShapeError, f"pattern {pattern} has more than 4 dimensions")
+    total = math.prod(num for _, num in pattern)
+    if total != dst.free_size:
+        raise ins.error(ShapeError, f"pattern {pattern} generates {total} elements per "
+                                    f"partition but dst {dst.shape} has {dst.free_size}")
+    values = np.full((dst.shape[0], 1), int(offset), dtype=np.int64)
+    values = values + np.arange(dst.shape[0], dtype=np.int64)[:, None] * int(channel_multiplier)
+    free = np.zeros(1, dtype=np.int64)
+    for step, num in pattern:
+        free = (free[:, None] + np.arange(num, dtype=np.int64)[None, :] * step).reshape(-1)
+    # 32-bit integer arithmetic ("The generated values are computed in 32-bit integer")
+    return (values + free[None, :]).astype(np.int32)
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    ins = _Instruction("iota")
+    ins.tile(dst, "dst", spaces=("sbuf",), read=False)
+    ins.write(dst, _affine_values(ins, dst, pattern, offset, channel_multiplier))
+    ins.record("GpSimdE")
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value,
+                  cmp_op=OPERATORS["equal"], offset=0, name=None):
+    ins = _Instruction("affine_select")
+    ins.tile(dst, "dst", spaces=("sbuf",), read=False)
+    ins.tile(on_true_tile, "on_true_tile", spaces=("sbuf",))
+    ins.same_layout(dst, "dst", on_true_tile, "on_true_tile")
+    cmp = ins.operator(cmp_op, "cmp_op", kinds=("arith",))
+    affine = _affine_values(ins, dst, pattern, offset, channel_multiplier)
+    predicate = apply(cmp, affine.astype(np.float32), np.float32(0)) != 0
+    src = ins.values(on_true_tile, "on_true_tile").reshape(ins.pf(dst))
+    if on_true_tile.dtype != dst.dtype:
+        src = src.astype(np.float32)
+    ins.write(dst, np.where(predicate, src, np.float32(on_false_value)))
+    ins.record("GpSimdE", cmp_op=cmp.name)
+
+
+def bn_stats(dst, data, name=None):
+    ins = _Instruction("bn_stats")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    P, F = ins.pf(data)
+    if F > ins.target.bn_stats_fmax:
+        raise ins.error(TileSizeError, f"data has {F} elements per partition; bn_stats takes at "
+                                       f"most nl.tile_size.bn_stats_fmax = "
+                                       f"{ins.target.bn_stats_fmax}: call it per 512-element "
+                                       f"slice and aggregate with bn_aggr")
+    if dst.shape[0] != P or dst.free_size != 6:
+        raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 6)")
+    x = ins.f32(data, "data").astype(np.float64)
+    out = np.zeros((P, 6))
+    for j, part in enumerate((x[:, 0::2], x[:, 1::2])):
+        n = part.shape[1]
+        if n:
+            mean = part.mean(axis=1)
+            out[:, 3 * j:3 * j + 3] = np.stack(
+                [np.full(P, n), mean, ((part - mean[:, None]) ** 2).sum(axis=1)], axis=1)
+    ins.write(dst, out.astype(np.float32))
+    ins.record("VectorE")
+
+
+def bn_aggr(dst, data, name=None):
+    ins = _Instruction("bn_aggr")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    P, F = ins.pf(data)
+    if F % 3:
+        raise ins.error(ShapeError, f"data has {F} elements per partition: bn_aggr takes "
+                                    f"(count, mean, variance*count) triples, a multiple of 3")
+    if dst.shape[0] != P or dst.free_size != 2:
+        raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 2)")
+    t = ins.f32(data, "data").astype(np.float64).reshape(P, F // 3, 3)
+    count, mean, m2 = t[..., 0], t[..., 1], t[..., 2]
+    total = count.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = (count * mean).sum(axis=1) / total
+        var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / total
+    ins.write(dst, np.stack([mu, var], axis=1).astype(np.float32))
+    ins.record("VectorE")
+
+
+def _vector_regs(run):
+    return run.__dict__.setdefault("_vector_regs", {})
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None,
+                  reduce_cmd=reduce_cmd.idle, reduce_op=OPERATORS["maximum"],
+                  reverse_pred=False, name=None):
+    ins = _Instruction("select_reduce")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(predicate, "predicate")
+    ins.tile(on_true, "on_true")
+    ins.same_layout(dst, "dst", on_true, "on_true")
+    ins.same_layout(predicate, "predicate", on_true, "on_true")
+    ins.not_both_psum(on_true, "on_true", predicate, "predicate")
+    if on_true.dtype in ("tfloat32", "int32", "uint32"):
+        raise ins.error(DtypeError, f"on_true is {on_true.dtype}; select_reduce takes any dtype "
+                                    f"but tfloat32, int32, uint32")
+    if predicate.dtype not in ("int8", "uint8", "int16", "uint16"):
+        raise ins.error(DtypeError, f"predicate is {predicate.dtype}; it must be int8, uint8, "
+                                    f"int16 or uint16")
+    op = ins.operator(reduce_op, "reduce_op", reduction=True)
+    if op.name != "maximum":
+        raise ins.error(NkiValidationError, "select_reduce reduces with nl.maximum only")
+    P = on_true.shape[0]
+    pred = ins.values(predicate, "predicate").reshape(ins.pf(predicate)) != 0
+    pred = ~pred if reverse_pred else pred
+    false_values = ins.scalar_or_vector(on_false, "on_false", P)
+    result = np.where(pred, ins.f32(on_true, "on_true"), false_values).astype(np.float32)
+    regs = _vector_regs(ins.run)
+    key = ins.run.program_id
+    if reduce_cmd is reduce_cmd.reset_reduce:
+        regs[key] = np.full(ins.target.partitions, -np.inf, np.float32)
+    if reduce_cmd in (reduce_cmd.reset_reduce, reduce_cmd.reduce):
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Vector Engine "
+                                                    "accumulators never reset; use reset_reduce")
+        regs[key][:P] = np.maximum(regs[key][:P], result.max(axis=1))
+    if reduce_res is not None:
+        ins.tile(reduce_res, "reduce_res", read=False)
+        if not reduce_res.dt.is_float or reduce_res.shape[0] != P or reduce_res.free_size != 1:
+            raise ins.error(ShapeError, f"reduce_res {reduce_res!r} must be a float ({P}, 1) "
+                                        f"tile")
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_res reads accumulators never "
+                                                    "written; use reduce_cmd=reset_reduce")
+    ins.write(dst, result)
+    if reduce_res is not None:
+        ins.write(reduce_res, regs[key][:P])
+    ins.record("VectorE", reduce_cmd=reduce_cmd, reduce_res=reduce_res is not None)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False,
+                       name=None):
+    ins = _Instruction("tensor_tensor_scan")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data0, "data0")
+    ins.tile(data1, "data1")
+    ins.same_layout(data0, "data0", data1, "data1")
+    ins.same_layout(dst, "dst", data0, "data0")
+    ins.not_both_psum(data0, "data0", data1, "data1")
+    op0 = ins.operator(op0, "op0", kinds=("arith",))
+    op1 = ins.operator(op1, "op1", kinds=("arith",))
+    P, F = ins.pf(data0)
+    a, b = ins.f32(data0, "data0"), ins.f32(data1, "data1")
+    state = np.broadcast_to(ins.scalar_or_vector(initial, "initial", P), (P, 1))[:, 0]
+    out = np.empty((P, F), np.float32)
+    for i in range(F):
+        t = apply(op0, state, a[:, i]) if reverse0 else apply(op0, a[:, i], state)
+        state = apply(op1, b[:, i], t) if reverse1 else apply(op1, t, b[:, i])
+        out[:, i] = state
+    ins.write(dst, out)
+    ins.record("VectorE", op0=op0.name, op1=op1.name)
+
+
+def dropout(dst, data, prob, name=None):
+    ins = _Instruction("dropout")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.same_layout(dst, "dst", data, "data")
+    if dst.dtype != data.dtype:
+        raise ins.error(DtypeError, f"dst is {dst.dtype} but data is {data.dtype}: dropout "
+                                    f"keeps the dtype")
+    if isinstance(prob, NkiTensor) and data.dt.is_int and prob.dtype != "float32":
+        raise ins.error(DtypeError, "prob must be float32 when data is an integer tile")
+    P, F = ins.pf(data)
+    p = np.broadcast_to(ins.scalar_or_vector(prob, "prob", P), (P, 1))
+    if np.any((p < 0) | (p > 1)):
+        raise ins.error(NkiValidationError, f"drop probability {prob} must be in [0, 1]")
+    rng = ins.run.__dict__.get("_rng")
+    if rng is None:
+        import torch
+
+        # Seeded from torch's default generator: torch.manual_seed makes kernels reproducible.
+        rng = ins.run._rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,)).item()))
+    keep = rng.random((P, F)) >= p
+    x = ins.values(data, "data").reshape(P, F)
+    # The ISA page says kept elements keep "their original values" (no 1/(1-p) scaling).
+    ins.write(dst, np.where(keep, x, np.zeros((), x.dtype)))
+    ins.record("VectorE")
+
+
+def reciprocal(dst, data, name=None):
+    ins = _Instruction("reciprocal")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.same_layout(dst, "dst", data, "data")
+    with np.errstate(divide="ignore"):
+        ins.write(dst, np.float32(1) / ins.f32(data, "data"))
+    ins.record("VectorE")
+
+
+# Instructions of the current release not implemented yet: a clear error instead of
+# AttributeError, so a kernel using them says what is missing.
+_NOT_IMPLEMENTED = (
+    "tensor_copy_predicated", "nc_matmul_mx", "dma_transpose", "tensor_scalar_cumulative",
+    "activate2", "local_gather", "nc_n_gather", "nc_stream_shuffle", "rng", "set_rng_seed",
+    "rand_set_state", "rand_get_state", "rand2", "exponential", "max8", "sequence_bounds",
+    "scalar_tensor_tensor", "tensor_scalar_reduce", "core_barrier", "dma_compute",
+    "quantize_mx", "range_select", "sendrecv", "register_alloc", "register_move",
+    "register_load", "register_store", "nc_find_index8", "nc_match_replace8",
+    "nonzero_with_count", "topk")
+
+
+def __getattr__(name):
+    if name in _NOT_IMPLEMENTED:
+        def missing(*args, **kwargs):
+            raise UnsupportedError(f"nisa.{name} is part of NKI but not implemented by "
+                                   f"torch_neuron's simulator yet (docs/nki.md)",
+                                   instruction=name)
+        return missing
+    raise AttributeError(f"module 'nki.isa' has no attribute {name!r}")
+
+
+NkiValidationError = NkiValidationError

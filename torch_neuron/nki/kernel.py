@@ -1,0 +1,180 @@
+"""`@nki.jit` kernels and `nki.simulate`: running a kernel on the simulated NeuronCore.
+
+As AWS's simulator does (aws-neuron-sdk `nki/guides/nki_simulator.rst`, "Execution"): array
+arguments become HBM tensors (`nl.hbm`, or `nl.shared_hbm` with LNC=2), the kernel body runs as
+Python with every `nki.isa`/`nki.language` call executed eagerly, HBM tensors the kernel returns
+come back in the caller's format (NumPy arrays for NumPy inputs, torch tensors on the inputs'
+device for torch inputs, neuron tensors included) and inputs the kernel wrote are updated in
+place. `kernel[n](...)` launches n logical-core programs (`nl.program_id()` 0..n-1) one after the
+other (AWS's simulator uses threads); on NeuronCore-v2 only n = 1 exists
+(`nki/get-started/about/lnc.rst`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from torch_neuron.nki import dtypes
+from torch_neuron.nki import target as targets
+from torch_neuron.nki.errors import NkiValidationError, UninitializedReadError
+from torch_neuron.nki.tensor import (KernelRun, MemoryRegion, NkiTensor, pop_run, push_run,
+                                     wrap_input)
+
+_UNINITIALIZED = ("error", "nan")
+
+
+def _is_torch(x) -> bool:
+    import torch
+
+    return isinstance(x, torch.Tensor)
+
+
+class _Input:
+    """A NumPy or torch argument, its HBM tensor, and how to write it back."""
+
+    def __init__(self, value, buffer: MemoryRegion, name: str):
+        self.value = value
+        if _is_torch(value):
+            import torch
+
+            dt = dtypes.resolve(value.dtype)
+            host = value.detach().cpu()
+            if dt.narrow or dt.kind == "bool":
+                host = host.to(torch.float32 if dt.narrow else torch.uint8)
+            array = host.contiguous().numpy().astype(dt.storage, copy=True)
+        else:
+            dt = dtypes.resolve(value.dtype)
+            array = np.array(value, dtype=dt.storage, copy=True)
+        self.tensor = wrap_input(array, dt, buffer, name)
+
+    def write_back(self):
+        storage = self.tensor._storage
+        if not storage.modified:
+            return
+        if _is_torch(self.value):
+            import torch
+
+            with torch.no_grad():
+                self.value.copy_(torch.from_numpy(storage.data).to(self.value.dtype))
+        else:
+            self.value[...] = storage.data.astype(self.value.dtype)
+
+
+def _output(t: NkiTensor, like_torch, device, run: KernelRun):
+    if not t._written.all() and run.uninitialized == "error":
+        missing = int(t._written.size - np.count_nonzero(t._written))
+        raise UninitializedReadError(f"the kernel returned {t!r} with {missing} of {t.size} "
+                                     f"elements never written")
+    values = np.array(t._data, copy=True)
+    if not like_torch:
+        return values
+    import torch
+
+    return torch.from_numpy(values).to(dtypes.torch_dtype(t.dtype)).to(device)
+
+
+def _convert_result(result, like_torch, device, run):
+    if isinstance(result, NkiTensor):
+        return _output(result, like_torch, device, run)
+    if isinstance(result, (tuple, list)):
+        return type(result)(_convert_result(r, like_torch, device, run) for r in result)
+    if isinstance(result, dict):
+        return {k: _convert_result(v, like_torch, device, run) for k, v in result.items()}
+    return result
+
+
+class Kernel:
+    """A kernel function decorated with `@nki.jit`. Calling it runs it on the simulated
+    NeuronCore (there is no hardware to compile for); `kernel[n]` sets the LNC degree."""
+
+    def __init__(self, fn, platform_target=None, lnc: int = 1, uninitialized: str = "error",
+                 **options):
+        if uninitialized not in _UNINITIALIZED:
+            raise ValueError(f"uninitialized={uninitialized!r}: use 'error' (reads of memory "
+                             f"never written raise) or 'nan' (they read NaN, as AWS's "
+                             f"simulator)")
+        self.fn, self.platform_target, self.lnc = fn, platform_target, lnc
+        self.uninitialized, self.options = uninitialized, options
+        self.last_run: KernelRun | None = None
+        functools.update_wrapper(self, fn)
+
+    def _with(self, **changes) -> "Kernel":
+        kwargs = dict(platform_target=self.platform_target, lnc=self.lnc,
+                      uninitialized=self.uninitialized, **self.options)
+        kwargs.update(changes)
+        return Kernel(self.fn, **kwargs)
+
+    def __getitem__(self, lnc) -> "Kernel":
+        if isinstance(lnc, tuple):
+            if len(lnc) != 1:
+                raise NkiValidationError(f"kernel[{lnc}]: the launch takes one number, the LNC "
+                                         f"degree (nki/get-started/about/lnc.rst)")
+            lnc = lnc[0]
+        return self._with(lnc=int(lnc))
+
+    def __call__(self, *args, **kwargs):
+        return self.run(*args, **kwargs).result
+
+    def run(self, *args, **kwargs) -> KernelRun:
+        """Runs the kernel; returns the KernelRun (its `result` and `records`)."""
+        target = targets.resolve(self.platform_target)
+        if not 1 <= self.lnc <= target.max_lnc:
+            raise NkiValidationError(f"kernel[{self.lnc}]: {target.core} supports LNC degrees "
+                                     f"1..{target.max_lnc}")
+        run = KernelRun(target, self.lnc, self.uninitialized)
+        buffer = MemoryRegion.shared_hbm if self.lnc > 1 else MemoryRegion.private_hbm
+        tensors = [a for a in list(args) + list(kwargs.values())
+                   if isinstance(a, np.ndarray) or _is_torch(a)]
+        like_torch = bool(tensors) and _is_torch(tensors[0])
+        device = tensors[0].device if like_torch else None
+        push_run(run)
+        try:
+            inputs = {}
+
+            def wrap(i, a):
+                if isinstance(a, np.ndarray) or _is_torch(a):
+                    inputs[i] = _Input(a, buffer, str(i))
+                    return inputs[i].tensor
+                return a
+
+            wrapped_args = [wrap(i, a) for i, a in enumerate(args)]
+            wrapped_kwargs = {k: wrap(k, a) for k, a in kwargs.items()}
+            result = None
+            for program in range(self.lnc):
+                if program:
+                    run.start_program(program)
+                out = self.fn(*wrapped_args, **wrapped_kwargs)
+                if program == 0:
+                    result = out
+            run.result = _convert_result(result, like_torch, device, run)
+            for inp in inputs.values():
+                inp.write_back()
+        finally:
+            pop_run()
+        self.last_run = run
+        return run
+
+
+def jit(fn=None, **kwargs):
+    """`@nki.jit` or `@nki.jit(platform_target="trn2", ...)`. Options: platform_target
+    ("trn1"/"trn2"/"trn3"; default: the simulated instance's NeuronCore), uninitialized
+    ("error" or "nan")."""
+    if fn is None:
+        return lambda f: jit(f, **kwargs)
+    if isinstance(fn, Kernel):
+        return fn._with(**kwargs) if kwargs else fn
+    return Kernel(fn, **kwargs)
+
+
+def simulate(kernel, **options):
+    """`nki.simulate(kernel)(*args)`: runs the kernel functionally on the CPU, as AWS's entry
+    point does. A plain function is wrapped as by @nki.jit; options as for jit."""
+    return jit(kernel, **options)
+
+
+def run(kernel, *args, **kwargs) -> KernelRun:
+    """Runs `kernel` and returns its KernelRun: `.result` and `.records` (one
+    InstructionRecord per executed instruction, Note [Instruction records])."""
+    return jit(kernel).run(*args, **kwargs)

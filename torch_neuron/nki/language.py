@@ -1,0 +1,293 @@
+"""`nki.language`: dtypes, memory spaces, tensor creation, loops, tile sizes and operators.
+
+Follows the current NKI release's stub, aws-neuron-sdk `nki/api/nki/language/__init__.py`.
+The tile-level functions (`nl.add(x, y)`, `nl.exp(x)`, `nl.sum(x, axis)`, `nl.load`,
+`nl.store`, ...) allocate an SBUF result and issue the `nki.isa` instruction that computes it,
+so they are checked and recorded like the instructions themselves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torch_neuron.nki import isa as _isa
+from torch_neuron.nki import target as _target
+from torch_neuron.nki.errors import ShapeError as _ShapeError
+from torch_neuron.nki.errors import UnsupportedError as _UnsupportedError
+from torch_neuron.nki.ops import OPERATORS as _OPERATORS
+from torch_neuron.nki.ops import Operator as _Operator
+from torch_neuron.nki.tensor import _RUNS
+from torch_neuron.nki.tensor import DynamicSlice as _DynamicSlice
+from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
+from torch_neuron.nki.tensor import allocate as _allocate
+from torch_neuron.nki.tensor import current_run as _current_run
+
+# -- dtypes (strings, as in the current release: `DType = str`) --------------------------------
+bool_, int8, int16, int32 = "bool_", "int8", "int16", "int32"
+uint8, uint16, uint32 = "uint8", "uint16", "uint32"
+float16, float32, bfloat16, tfloat32 = "float16", "float32", "bfloat16", "tfloat32"
+float8_e4m3, float8_e4m3fn, float8_e5m2 = "float8_e4m3", "float8_e4m3fn", "float8_e5m2"
+
+# -- memory spaces -------------------------------------------------------------------------------
+sbuf = MemoryRegion.sbuf
+psum = MemoryRegion.psum
+private_hbm = MemoryRegion.private_hbm
+hbm = MemoryRegion.private_hbm          # "HBM - Alias of private_hbm"
+shared_hbm = MemoryRegion.shared_hbm
+
+
+def is_hbm(buffer) -> bool:
+    return buffer in (private_hbm, shared_hbm)
+
+
+def is_on_chip(buffer) -> bool:
+    return buffer in (sbuf, psum)
+
+
+def is_psum(buffer) -> bool:
+    return buffer is psum
+
+
+def is_sbuf(buffer) -> bool:
+    return buffer is sbuf
+
+
+# -- tile sizes of the target NeuronCore ---------------------------------------------------------
+
+class _TileSize:
+    """Hardware tile-size constants of the kernel's target (the simulated instance's NeuronCore
+    outside a kernel); values and sources in torch_neuron/nki/target.py."""
+
+    @property
+    def _t(self):
+        return _RUNS[-1].target if _RUNS else _target.resolve(None)
+
+    pmax = property(lambda self: self._t.partitions)
+    psum_fmax = property(lambda self: self._t.psum_bank_bytes // 4)
+    psum_bank_fmax = property(lambda self: self._t.psum_bank_bytes // 4)
+    psum_bank_fmax_bytes = property(lambda self: self._t.psum_bank_bytes)
+    psum_num_banks = property(lambda self: self._t.psum_banks)
+    gemm_stationary_fmax = property(lambda self: self._t.gemm_stationary_fmax)
+    gemm_moving_fmax = property(lambda self: self._t.gemm_moving_fmax)
+    bn_stats_fmax = property(lambda self: self._t.bn_stats_fmax)
+    sbuf_size_bytes = property(lambda self: self._t.sbuf_partition_bytes * self._t.partitions)
+    # The whole partition is usable here; the compiler's reserved bytes are not modelled.
+    sbuf_fmax_bytes = property(lambda self: self._t.sbuf_partition_bytes)
+    sbuf_fmax = property(lambda self: self._t.sbuf_partition_bytes // 4)
+    total_available_sbuf_size = property(lambda self: self._t.sbuf_partition_bytes)
+
+
+tile_size = _TileSize()
+
+
+# -- tensor creation -----------------------------------------------------------------------------
+
+def ndarray(shape, dtype, buffer=sbuf, name="", address=None) -> NkiTensor:
+    if address is not None:
+        raise _UnsupportedError("nl.ndarray(address=...): manual placement is not implemented")
+    return _allocate(shape, dtype, buffer, name)
+
+
+def _filled(shape, value, dtype, buffer, name):
+    t = ndarray(shape, dtype, buffer, name)
+    if t.on_chip:
+        _isa.memset(dst=t, value=value)
+    else:
+        t.write(np.full(t.shape, value))  # HBM initialised by the runtime: no instruction
+    return t
+
+
+def zeros(shape, dtype, buffer=sbuf, name="") -> NkiTensor:
+    return _filled(shape, 0, dtype, buffer, name)
+
+
+def ones(shape, dtype, buffer=sbuf, name="") -> NkiTensor:
+    return _filled(shape, 1, dtype, buffer, name)
+
+
+def full(shape, fill_value, dtype, buffer=sbuf, name="") -> NkiTensor:
+    return _filled(shape, fill_value, dtype, buffer, name)
+
+
+def zeros_like(x, dtype=None, buffer=None, name="") -> NkiTensor:
+    return zeros(x.shape, dtype or x.dtype, buffer or sbuf, name)
+
+
+def empty_like(x, dtype=None, buffer=None, name="") -> NkiTensor:
+    return ndarray(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+
+
+def ds(start, size) -> _DynamicSlice:
+    return _DynamicSlice(start, size)
+
+
+# -- loops (all unrolled: the simulator runs the Python loop) ------------------------------------
+
+def affine_range(start, stop=None, step=1):
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+sequential_range = static_range = affine_range
+
+
+def dynamic_range(*args, **kwargs):
+    raise _UnsupportedError("nl.dynamic_range (device-side loops with registers) is not "
+                            "implemented; use nl.affine_range")
+
+
+# -- logical NeuronCores -------------------------------------------------------------------------
+
+def program_id(axis=0) -> int:
+    if axis != 0:
+        raise _ShapeError(f"program_id(axis={axis}): the launch grid has one axis (the LNC "
+                          f"degree, kernel[n])")
+    return _current_run("nl.program_id").program_id
+
+
+def num_programs(axes=0) -> int:
+    return _current_run("nl.num_programs").lnc
+
+
+def program_ndim() -> int:
+    return 1 if _current_run("nl.program_ndim").lnc > 1 else 0
+
+
+def device_print(print_prefix, tensor):
+    print(print_prefix, tensor._data)
+
+
+# -- tile-level functions ------------------------------------------------------------------------
+
+def _result(like: NkiTensor, dtype, shape=None) -> NkiTensor:
+    return ndarray(shape or like.shape, dtype or like.dtype, buffer=sbuf)
+
+
+def load(src, dtype=None) -> NkiTensor:
+    dst = _result(src, dtype)
+    _isa.dma_copy(dst=dst, src=src)
+    return dst
+
+
+def store(dst, value):
+    _isa.dma_copy(dst=dst, src=value)
+
+
+def _column(t):
+    return isinstance(t, NkiTensor) and t.free_size == 1
+
+
+def _binary_call(op: _Operator):
+    def call(x, y, dtype=None):
+        xt, yt = isinstance(x, NkiTensor), isinstance(y, NkiTensor)
+        if xt and yt and x.shape == y.shape:
+            out = _result(x, dtype)
+            _isa.tensor_tensor(dst=out, data1=x, data2=y, op=op)
+        elif xt and (not yt or (_column(y) and y.shape[0] == x.shape[0])):
+            out = _result(x, dtype)
+            _isa.tensor_scalar(dst=out, data=x, op0=op, operand0=y)
+        elif yt and (not xt or (_column(x) and x.shape[0] == y.shape[0])):
+            out = _result(y, dtype)
+            _isa.tensor_scalar(dst=out, data=y, op0=op, operand0=x, reverse0=True)
+        else:
+            raise _ShapeError(f"nl.{op.name}: shapes {getattr(x, 'shape', x)} and "
+                              f"{getattr(y, 'shape', y)} must match, or one must be a scalar "
+                              f"or a [P, 1] column")
+        return out
+    return call
+
+
+def _unary_call(op: _Operator):
+    def call(x, dtype=None):
+        out = _result(x, dtype)
+        if op.activation:
+            _isa.activation(dst=out, op=op, data=x)
+        elif op.name == "negative":
+            _isa.tensor_scalar(dst=out, data=x, op0=_OPERATORS["multiply"], operand0=-1.0)
+        elif op.alu == "bitvec":
+            _isa.tensor_scalar(dst=out, data=x, op0=op, operand0=None)
+        else:
+            raise _UnsupportedError(f"nl.{op.name} as a function is not implemented")
+        return out
+    return call
+
+
+for _name, _op in _OPERATORS.items():
+    if _op.fn is not None:
+        _op._call = _binary_call(_op) if _op.arity == 2 else _unary_call(_op)
+    globals()[_name] = _op
+del _name, _op
+
+
+def _reduction(name: str, alu: str):
+    def call(x, axis, dtype=None, keepdims=False):
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        axes = tuple(sorted(int(a) % x.ndim for a in axes))
+        shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdims else \
+            tuple(n for i, n in enumerate(x.shape) if i not in axes)
+        if len(shape) < 2:
+            shape = shape + (1,) * (2 - len(shape))
+        out = _result(x, dtype, shape)
+        _isa.tensor_reduce(dst=out, op=_OPERATORS[alu], data=x, axis=axes, keepdims=keepdims)
+        if name == "mean":
+            n = int(np.prod([x.shape[a] for a in axes]))
+            _isa.tensor_scalar(dst=out, data=out, op0=_OPERATORS["multiply"],
+                               operand0=1.0 / n)
+        return out
+    op = _Operator(name, None, alu=None, reducible=True)
+    op._call = call
+    return op
+
+
+sum = _reduction("sum", "add")
+max = _reduction("max", "maximum")
+min = _reduction("min", "minimum")
+mean = _reduction("mean", "add")
+prod = _reduction("prod", "multiply")
+
+
+def _copy(x, dtype=None) -> NkiTensor:
+    out = _result(x, dtype)
+    _isa.tensor_copy(dst=out, src=x)
+    return out
+
+
+# nl.copy is both the identity activation (nisa.activation(op=nl.copy)) and a function that
+# copies a tile into a new SBUF tile (tensor_copy).
+copy = _OPERATORS["copy"]
+copy._call = _copy
+
+
+def transpose(x, dtype=None) -> NkiTensor:
+    """Tensor Engine transpose of an SBUF tile into PSUM, then copied back to SBUF."""
+    P, F = x.shape[0], x.free_size
+    staged = ndarray((F, P), x.dtype, buffer=psum)
+    _isa.nc_transpose(dst=staged, data=x)
+    out = ndarray((F, P), dtype or x.dtype, buffer=sbuf)
+    _isa.tensor_copy(dst=out, src=staged)
+    return out
+
+
+def matmul(x, y, transpose_x=False) -> NkiTensor:
+    """x @ y (or x.T @ y) on the Tensor Engine; the result is an fp32 SBUF tile."""
+    stationary = x if transpose_x else transpose(x)
+    acc = ndarray((stationary.free_size, y.free_size), float32, buffer=psum)
+    _isa.nc_matmul(dst=acc, stationary=stationary, moving=y)
+    out = ndarray(acc.shape, float32, buffer=sbuf)
+    _isa.tensor_copy(dst=out, src=acc)
+    return out
+
+
+_NOT_IMPLEMENTED = ("fori_loop", "while_loop", "shared_constant", "shared_identity_matrix",
+                    "rand", "random_seed", "gather_flattened", "load_transpose2d", "softmax",
+                    "rms_norm", "where", "broadcast_to", "expand_dims", "var", "all",
+                    "no_reorder", "dropout")
+
+
+def __getattr__(name):
+    if name in _NOT_IMPLEMENTED:
+        def missing(*args, **kwargs):
+            raise _UnsupportedError(f"nl.{name} is part of NKI but not implemented by "
+                                    f"torch_neuron's simulator yet (docs/nki.md)")
+        return missing
+    raise AttributeError(f"module 'nki.language' has no attribute {name!r}")
+

@@ -1,0 +1,486 @@
+"""NKI tensors on the simulated NeuronCore: storage, views, allocation and the kernel run.
+
+An `NkiTensor` is a view (NumPy basic indexing) of a `Storage`: one allocation in HBM, SBUF or
+PSUM with its values, a mask of the elements ever written, a buffer id and, on chip, a
+per-partition byte address from the run's allocator. Views share storage, as AWS's NkiTensor
+views do (aws-neuron-sdk `nki/api/nki/language/__init__.py`, class NkiTensor).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import weakref
+from typing import Optional
+
+import numpy as np
+
+from torch_neuron.nki import dtypes
+from torch_neuron.nki.errors import (CapacityError, NkiValidationError, OutOfBoundsError,
+                                     PartitionLimitError, ShapeError, UnsupportedError)
+from torch_neuron.nki.records import Region
+
+
+class MemoryRegion(enum.Enum):
+    sbuf = "sbuf"
+    psum = "psum"
+    private_hbm = "private_hbm"
+    shared_hbm = "shared_hbm"
+
+    @property
+    def on_chip(self) -> bool:
+        return self in (MemoryRegion.sbuf, MemoryRegion.psum)
+
+    @property
+    def space(self) -> str:
+        """Name used in records and errors ("hbm" for private HBM)."""
+        return "hbm" if self is MemoryRegion.private_hbm else self.value
+
+
+def resolve_buffer(buffer) -> MemoryRegion:
+    if isinstance(buffer, MemoryRegion):
+        return buffer
+    aliases = {"hbm": "private_hbm"}
+    try:
+        return MemoryRegion(aliases.get(buffer, buffer))
+    except ValueError:
+        raise NkiValidationError(f"unknown buffer {buffer!r}: use nl.sbuf, nl.psum, nl.hbm or "
+                                 f"nl.shared_hbm") from None
+
+
+# -- the kernel run ------------------------------------------------------------------------------
+
+class _Allocator:
+    """First-fit allocator of one on-chip memory's per-partition address space.
+
+    Every allocation spans all partitions from 0 (an assumption: NKI's allocator places tiles;
+    its policy is not documented), so its bytes per partition are prod(shape[1:]) * itemsize.
+    PSUM allocations never straddle a bank boundary when they fit in one bank, and start at a
+    bank boundary when they do not (assumption: matmul output must stay within a bank, see
+    `nc_matmul`)."""
+
+    def __init__(self, space: str, capacity: int, bank: int = 0):
+        self.space, self.capacity, self.bank = space, capacity, bank
+        self.live: dict[int, tuple[int, int]] = {}  # buffer id -> (start, end)
+
+    def used(self) -> int:
+        return sum(end - start for start, end in self.live.values())
+
+    def allocate(self, buffer_id: int, nbytes: int, what: str) -> int:
+        start = 0
+        for lo, hi in sorted(self.live.values()):
+            start = self._fit(start)
+            if start + nbytes <= lo:
+                break
+            start = max(start, hi)
+        start = self._fit(start, nbytes)
+        if start + nbytes > self.capacity:
+            raise CapacityError(
+                f"{what} needs {nbytes} bytes per partition but {self.space.upper()} has "
+                f"{self.capacity - self.used()} of {self.capacity} bytes per partition free "
+                f"({len(self.live)} live tiles, {self.used()} bytes); free tiles (let them go "
+                f"out of scope) or use smaller tiles")
+        self.live[buffer_id] = (start, start + nbytes)
+        return start
+
+    def _fit(self, start: int, nbytes: int = 1) -> int:
+        if not self.bank:
+            return start
+        if nbytes > self.bank:
+            return -(-start // self.bank) * self.bank
+        if start // self.bank != (start + nbytes - 1) // self.bank:
+            return (start // self.bank + 1) * self.bank
+        return start
+
+    def free(self, buffer_id: int) -> None:
+        self.live.pop(buffer_id, None)
+
+
+class KernelRun:
+    """One execution of a kernel: its target, its records and its memories."""
+
+    def __init__(self, target, lnc: int = 1, uninitialized: str = "error"):
+        self.target, self.lnc, self.uninitialized = target, lnc, uninitialized
+        self.records: list = []
+        self.program_id = 0
+        self.result = None
+        self._next_buffer = 0
+        self._dma_issued = 0
+        self._shared: list = []          # shared_hbm storages in allocation order (LNC > 1)
+        self._shared_seen = 0
+        self.start_program(0)
+
+    def start_program(self, program_id: int) -> None:
+        t = self.target
+        self.program_id = program_id
+        self._shared_seen = 0
+        self.allocators = {
+            "sbuf": _Allocator("sbuf", t.sbuf_partition_bytes),
+            "psum": _Allocator("psum", t.psum_partition_bytes, bank=t.psum_bank_bytes),
+        }
+
+    def new_buffer_id(self) -> int:
+        self._next_buffer += 1
+        return self._next_buffer
+
+    def next_dma_queue(self) -> int:
+        q = self._dma_issued % self.target.dma_queues
+        self._dma_issued += 1
+        return q
+
+
+_RUNS: list[KernelRun] = []
+
+
+def current_run(what: str = "this call") -> KernelRun:
+    if not _RUNS:
+        raise NkiValidationError(f"{what} is only valid inside a kernel: call the kernel "
+                                 f"(decorated with @nki.jit) or nki.simulate(kernel)(...)")
+    return _RUNS[-1]
+
+
+def push_run(run: KernelRun) -> None:
+    _RUNS.append(run)
+
+
+def pop_run() -> None:
+    _RUNS.pop()
+
+
+# -- storage and views ---------------------------------------------------------------------------
+
+class Storage:
+    def __init__(self, shape, dt: dtypes.DType, buffer: MemoryRegion, name: str,
+                 data: Optional[np.ndarray] = None):
+        self.dt, self.buffer, self.name = dt, buffer, name
+        self.shape = tuple(shape)
+        if data is None:
+            # AWS's simulator fills new tensors with NaN (floats) or 4 (integers)
+            # (nki/guides/nki_simulator.rst, "Uninitialized Memory Detection"); so do we, and
+            # reads of never-written elements are also flagged (KernelRun.uninitialized).
+            fill = np.nan if dt.is_float else 4
+            data = np.full(self.shape, fill, dtype=dt.storage)
+            self.written = np.zeros(self.shape, dtype=bool)
+        else:
+            self.written = np.ones(self.shape, dtype=bool)
+        self.data = data
+        self.modified = False
+        run = current_run("allocating a tensor")
+        self.id = run.new_buffer_id()
+        self.address = 0
+        if buffer.on_chip:
+            alloc = run.allocators[buffer.value]
+            per_partition = math.prod(self.shape[1:]) * dt.itemsize
+            self.address = alloc.allocate(self.id, per_partition,
+                                          f"{name or 'tensor'} {self.shape} {dt.name}")
+            weakref.finalize(self, alloc.free, self.id)
+
+
+def _normalize_shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = tuple(int(s) for s in shape)
+    if not shape or any(s <= 0 for s in shape):
+        raise ShapeError(f"tensor shape {shape} must have at least one dimension, all positive")
+    return shape
+
+
+def allocate(shape, dtype, buffer, name: str = "") -> "NkiTensor":
+    shape = _normalize_shape(shape)
+    dt = dtypes.resolve(dtype)
+    region = resolve_buffer(buffer)
+    run = current_run("nl.ndarray")
+    if region.on_chip and shape[0] > run.target.partitions:
+        raise PartitionLimitError(
+            f"{region.value} tensor {name or ''}{shape}: partition dimension (dim 0) is "
+            f"{shape[0]}, the maximum is nl.tile_size.pmax = {run.target.partitions}; tile "
+            f"the tensor into blocks of at most 128 rows")
+    if region is MemoryRegion.shared_hbm and run.lnc > 1:
+        # Every logical-core program allocates the kernel's shared outputs; the k-th shared
+        # allocation of each program is the same tensor (the programs run one after the other).
+        k = run._shared_seen
+        run._shared_seen += 1
+        if k < len(run._shared):
+            storage = run._shared[k]
+            if storage.shape != shape or storage.dt is not dt:
+                raise ShapeError(f"shared_hbm allocation #{k} is {shape} {dt.name} in program "
+                                 f"{run.program_id} but {storage.shape} {storage.dt.name} in "
+                                 f"program 0: all programs must allocate the same outputs")
+            return NkiTensor(storage, storage.data, storage.written)
+        storage = Storage(shape, dt, region, name)
+        run._shared.append(storage)
+        return NkiTensor(storage, storage.data, storage.written)
+    storage = Storage(shape, dt, region, name)
+    return NkiTensor(storage, storage.data, storage.written)
+
+
+def wrap_input(array: np.ndarray, dt: dtypes.DType, buffer: MemoryRegion,
+               name: str) -> "NkiTensor":
+    storage = Storage(array.shape, dt, buffer, name, data=array)
+    return NkiTensor(storage, storage.data, storage.written)
+
+
+class DynamicSlice:
+    """`nl.ds(start, size)`: `size` elements from `start`."""
+
+    def __init__(self, start, size):
+        self.start, self.size = int(start), int(size)
+
+    def __repr__(self):
+        return f"nl.ds({self.start}, {self.size})"
+
+
+def _index_error(what: str) -> OutOfBoundsError:
+    return OutOfBoundsError(what)
+
+
+class NkiTensor:
+    """A view of a tensor in HBM, SBUF or PSUM. Dim 0 of an on-chip tensor is its partition
+    dimension."""
+
+    def __init__(self, storage: Storage, data: np.ndarray, written: np.ndarray):
+        self._storage, self._data, self._written = storage, data, written
+
+    # -- properties (as AWS's NkiTensor) --
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> str:
+        return self._storage.dt.name
+
+    @property
+    def buffer(self) -> MemoryRegion:
+        return self._storage.buffer
+
+    @property
+    def name(self) -> str:
+        return self._storage.name
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self._data.size)
+
+    @property
+    def on_chip(self) -> bool:
+        return self._storage.buffer.on_chip
+
+    def __repr__(self):
+        return f"NkiTensor({self.name or '#%d' % self._storage.id}, shape={self.shape}, " \
+               f"dtype={self.dtype}, buffer={self.buffer.space})"
+
+    def __len__(self):
+        return self.shape[0]
+
+    def _view(self, data, written) -> "NkiTensor":
+        return NkiTensor(self._storage, data, written)
+
+    # -- indexing --
+    def __getitem__(self, key) -> "NkiTensor":
+        if not isinstance(key, tuple):
+            key = (key,)
+        if sum(k is Ellipsis for k in key) > 1:
+            raise OutOfBoundsError("an index may contain one Ellipsis")
+        if Ellipsis in [k for k in key if k is Ellipsis]:
+            i = next(i for i, k in enumerate(key) if k is Ellipsis)
+            key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1:]
+        if len(key) > self.ndim:
+            raise OutOfBoundsError(f"{len(key)} indices for a {self.ndim}-d tensor {self.shape}")
+        index = []
+        for dim, k in enumerate(key):
+            n = self.shape[dim]
+            if isinstance(k, DynamicSlice):
+                k = slice(k.start, k.start + k.size)
+                if k.start < 0 or k.stop > n or k.stop <= k.start:
+                    raise OutOfBoundsError(
+                        f"nl.ds({k.start}, {k.stop - k.start}) on dim {dim} of size {n} of "
+                        f"{self!r}: elements [{k.start}, {k.stop}) are outside [0, {n})")
+            if isinstance(k, (int, np.integer)):
+                i = int(k)
+                if not -n <= i < n:
+                    raise OutOfBoundsError(f"index {i} on dim {dim} of size {n} of {self!r}")
+                i %= n
+                index.append(slice(i, i + 1) if dim == 0 and self.on_chip else i)
+            elif isinstance(k, slice):
+                step = 1 if k.step is None else int(k.step)
+                if step < 1:
+                    raise OutOfBoundsError(f"slice step {step} on dim {dim}: must be >= 1")
+                start = 0 if k.start is None else int(k.start)
+                stop = n if k.stop is None else int(k.stop)
+                start += n if start < 0 else 0
+                stop += n if stop < 0 else 0
+                if not 0 <= start < stop <= n:
+                    raise OutOfBoundsError(
+                        f"slice [{k.start}:{k.stop}] on dim {dim} of size {n} of {self!r}: "
+                        f"elements [{start}, {stop}) are outside [0, {n}) or empty")
+                index.append(slice(start, stop, step))
+            else:
+                raise UnsupportedError(f"index {k!r} (use ints, slices, nl.ds or ...); "
+                                       f"nl.arange/nl.mgrid indexing was removed from NKI")
+        index = tuple(index)
+        return self._view(self._data[index], self._written[index])
+
+    def __setitem__(self, key, value):
+        from torch_neuron.nki import isa
+
+        dst = self[key]
+        if isinstance(value, NkiTensor):
+            isa.tensor_copy(dst=dst, src=value)
+        else:
+            isa.memset(dst=dst, value=value)
+
+    # -- view operations (no data copied) --
+    def _check_partition_dim(self, dim: int, what: str):
+        if self.on_chip and dim == 0:
+            raise ShapeError(f"{what} cannot change the partition dimension (dim 0) of an "
+                             f"on-chip tensor {self!r}")
+
+    def permute(self, dims) -> "NkiTensor":
+        dims = tuple(dims)
+        if sorted(dims) != list(range(self.ndim)):
+            raise ShapeError(f"permute{dims} is not a permutation of {self.ndim} dims")
+        if self.on_chip and dims[0] != 0:
+            raise ShapeError(f"permute{dims}: the partition dim of {self!r} must stay first")
+        return self._view(self._data.transpose(dims), self._written.transpose(dims))
+
+    def broadcast(self, dim: int, size: int) -> "NkiTensor":
+        self._check_partition_dim(dim, "broadcast")
+        if self.shape[dim] != 1:
+            raise ShapeError(f"broadcast({dim}, {size}): dim {dim} of {self!r} is not 1")
+        shape = list(self.shape)
+        shape[dim] = size
+        return self._view(np.broadcast_to(self._data, shape), np.broadcast_to(self._written,
+                                                                               shape))
+
+    def expand_dim(self, dim: int) -> "NkiTensor":
+        self._check_partition_dim(dim, "expand_dim")
+        return self._view(np.expand_dims(self._data, dim), np.expand_dims(self._written, dim))
+
+    def squeeze_dim(self, dim: int) -> "NkiTensor":
+        self._check_partition_dim(dim, "squeeze_dim")
+        if self.shape[dim] != 1:
+            raise ShapeError(f"squeeze_dim({dim}): dim {dim} of {self!r} is not 1")
+        return self._view(np.squeeze(self._data, dim), np.squeeze(self._written, dim))
+
+    def reshape(self, shape) -> "NkiTensor":
+        shape = tuple(int(s) for s in (shape if not isinstance(shape, int) else (shape,)))
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if math.prod(shape) != self.size:
+            raise ShapeError(f"reshape{shape} of {self!r}: {math.prod(shape)} elements, not "
+                             f"{self.size}")
+        if self.on_chip and shape[0] != self.shape[0]:
+            raise ShapeError(f"reshape{shape} of {self!r}: the partition dim must stay "
+                             f"{self.shape[0]}")
+        data, written = self._data.view(), self._written.view()
+        try:
+            data.shape, written.shape = shape, shape
+        except AttributeError:
+            raise ShapeError(f"reshape{shape} of {self!r}: the view's layout is not "
+                             f"contiguous enough to reshape without a copy") from None
+        return self._view(data, written)
+
+    def reshape_dim(self, dim: int, shape) -> "NkiTensor":
+        shape = tuple(shape)
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            shape = tuple(self.shape[dim] // known if s == -1 else s for s in shape)
+        if len(shape) > 1:
+            self._check_partition_dim(dim, "reshape_dim")
+        return self.reshape(self.shape[:dim] + shape + self.shape[dim + 1:])
+
+    def flatten_dims(self, start_dim: int, end_dim: int) -> "NkiTensor":
+        self._check_partition_dim(start_dim, "flatten_dims")
+        merged = math.prod(self.shape[start_dim:end_dim + 1])
+        return self.reshape(self.shape[:start_dim] + (merged,) + self.shape[end_dim + 1:])
+
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> "NkiTensor":
+        key = [slice(None)] * self.ndim
+        key[dim] = slice(start, end, step)
+        return self[tuple(key)]
+
+    def select(self, dim: int, index) -> "NkiTensor":
+        if not isinstance(index, (int, np.integer)):
+            raise UnsupportedError("dynamic select (an NkiTensor index) is not implemented")
+        self._check_partition_dim(dim, "select")
+        key = [slice(None)] * self.ndim
+        key[dim] = int(index)
+        return self[tuple(key)]
+
+    def _unsupported(self, *args, **kwargs):
+        raise UnsupportedError("access patterns (.ap), dtype views, vector_select and tensor "
+                               "indirection are not implemented yet")
+
+    ap = view = reinterpret_cast = vector_select = indirect = rearrange = _unsupported
+
+    def is_contiguous(self) -> bool:
+        data = self._data[0] if self.on_chip else self._data
+        return bool(data.flags.c_contiguous)
+
+    def is_indirect(self) -> bool:
+        return False
+
+    # -- what the instructions use --
+    @property
+    def dt(self) -> dtypes.DType:
+        return self._storage.dt
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0] if self.on_chip else 0
+
+    @property
+    def free_size(self) -> int:
+        return math.prod(self.shape[1:]) if self.on_chip else self.size
+
+    def region(self) -> Region:
+        """The bytes of the buffer this view covers (Note [Instruction records])."""
+        base = self._storage.data
+        item = base.itemsize
+        offset = (self._data.__array_interface__["data"][0]
+                  - base.__array_interface__["data"][0]) // item
+        strides = [s // item for s in self._data.strides]
+        size = self.dt.itemsize
+        if not self.on_chip:
+            lo = offset + sum(min(0, (n - 1) * s) for n, s in zip(self.shape, strides))
+            hi = offset + sum(max(0, (n - 1) * s) for n, s in zip(self.shape, strides)) + 1
+            return Region(self.buffer.space, self._storage.id, None, (lo * size, hi * size))
+        per_partition = math.prod(base.shape[1:])
+        p0, free0 = divmod(offset, per_partition)
+        p_last = p0 + (self.shape[0] - 1) * strides[0] // per_partition
+        lo = free0 + sum(min(0, (n - 1) * s) for n, s in zip(self.shape[1:], strides[1:]))
+        hi = free0 + sum(max(0, (n - 1) * s) for n, s in zip(self.shape[1:], strides[1:])) + 1
+        a = self._storage.address
+        return Region(self.buffer.space, self._storage.id, (p0, p_last + 1),
+                      (a + lo * size, a + hi * size))
+
+    def read(self) -> np.ndarray:
+        """The view's values, for an instruction that reads it."""
+        if not self._written.all():
+            run = current_run()
+            if run.uninitialized == "error":
+                from torch_neuron.nki.errors import UninitializedReadError
+
+                missing = int(self._written.size - np.count_nonzero(self._written))
+                raise UninitializedReadError(
+                    f"{missing} of {self.size} elements of {self!r} were never written (AWS's "
+                    f"simulator would read NaN there); write them first, or run with "
+                    f"nki.simulate(kernel, uninitialized='nan') to read NaN like AWS's")
+        return self._data
+
+    def write(self, values) -> None:
+        """Stores `values` (rounded to this tensor's dtype) into the view."""
+        if not self._data.flags.writeable:
+            raise ShapeError(f"{self!r} is a broadcast view and cannot be written")
+        values = np.asarray(values)
+        if values.shape != self.shape:
+            values = np.broadcast_to(values, self.shape)
+        self._data[...] = dtypes.convert(values, self.dt)
+        self._written[...] = True
+        self._storage.modified = True

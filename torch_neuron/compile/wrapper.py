@@ -8,11 +8,21 @@ class _CallsHostKernels:
     """The generated kernels are CPU functions: PythonWrapperCodegen calls non-Triton kernels
     only for the cpu and mps devices (it raises "device neuron nyi" otherwise), so a neuron
     kernel call is written as the cpu one. The call's launch on the neuron stream is the
-    charge line the scheduler writes after it (scheduling.py)."""
+    charge line the scheduler writes after it (scheduling.py). Each kernel is defined as a
+    NeuronKernel, which runs (and compiles) it only when execution is on (Note [Compiled kernels
+    in predict-only mode] in kernels.py)."""
 
     def write_header(self) -> None:
         super().write_header()
-        self.header.splice("from torch_neuron._C import _charge_kernel")
+        self.header.splice("from torch_neuron._C import _charge_kernel\n"
+                           "from torch_neuron.compile.kernels import NeuronKernel")
+
+    def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True,
+                      cpp_definition=None):
+        from torch_neuron.compile.kernels import defer
+
+        super().define_kernel(kernel_name, kernel_body if gpu else defer(kernel_body),
+                              metadata=metadata, gpu=gpu, cpp_definition=cpp_definition)
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True,
                                      **kwargs):

@@ -10,8 +10,10 @@
 #include "trnsim/hbm.h"               // simulated HBM and its allocator
 #include "trnsim/instance.h"          // the instance table (trn1, trn2, trn3)
 #include "trnsim/queue.h"             // queues, events, the clock, traces
+#include "trnsim/schedule.h"          // instruction streams on the engines, by buffer region
 #include "trnsim/streaming_engine.h"  // VectorE, ScalarE, GpSimdE
 #include "trnsim/system.h"            // the machine a process sees (SystemConfig)
 #include "trnsim/tensor_engine.h"     // TensorE
+#include "trnsim/topology.h"          // NeuronLink torus and links
 #include "trnsim/transfer.h"          // DMA copies: host link, HBM, NeuronLink
 #include "trnsim/work.h"              // work descriptions and time_of()

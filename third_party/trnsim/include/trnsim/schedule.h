@@ -1,0 +1,156 @@
+// The engine-level scheduler: work as instruction streams on a NeuronCore's engines.
+//
+// Note [Engine scheduler]
+// A NeuronCore runs one in-order instruction stream per engine (TensorE, VectorE, ScalarE,
+// GpSimdE) and per DMA queue; the streams synchronise only through the buffers they share
+// (NKI architecture guide: the engines are asynchronous and the compiler inserts semaphore
+// waits for data dependencies). A Schedule is such a program:
+//   - an instruction names its unit (an engine, or a DMA queue), what it costs, the buffer
+//     regions it reads and writes, and a source tag (an ATen op, a compiled kernel's loop, an
+//     NKI kernel's line);
+//   - dependencies come from the regions, in the order instructions are added (program order):
+//     a reader waits for the last writer of every region overlapping what it reads (RAW); a
+//     writer waits for the earlier readers (WAR) and writers (WAW) of what it overwrites.
+//     Regions overlap byte-wise, so partial overlaps count. Instructions of one `group` do not
+//     depend on each other (the tile of an op whose engines the op itself pipelines, as
+//     time_of() assumes); group 0 means "a group of its own";
+//   - each unit runs its stream in program order; an instruction starts when its dependencies
+//     are done and its unit is free;
+//   - compute instructions take a fixed time (from trnsim's per-instruction cost functions:
+//     tensor_engine.h, streaming_engine.h); a DMA transfer moves `bytes` through HBM, and the
+//     transfers in flight share the core's HBM stream bandwidth equally
+//     (InstanceSpec::core_stream_gbps: what the core's 16 DMA engines can stream, bounded by its
+//     HBM share; NKI DMA bandwidth guide, nki/deep-dives/nki-dma-bandwidth-guide.rst). One
+//     transfer alone gets all of it (assumption: a queue's descriptors are spread over all the
+//     core's DMA engines, as the guide's bandwidth figures are for one transfer). A transfer
+//     with a fixed duration instead (host link, NeuronLink, a collective) shares nothing.
+// run() simulates the program event by event and returns each instruction's start and end, the
+// makespan, and per-unit busy time. The launch overhead is not part of a schedule: the caller
+// pays it once per launched program (cost.h, kLaunchOverheadNs).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trnsim/cost.h"
+#include "trnsim/instance.h"
+#include "trnsim/streaming_engine.h"
+#include "trnsim/work.h"
+
+namespace trnsim {
+
+// Bytes [begin, end) of one address space (0: HBM addresses; others are the caller's, e.g. an
+// SBUF tile allocator's).
+struct Region {
+  uint32_t space = 0;
+  uint64_t begin = 0, end = 0;
+};
+
+// Every byte of every space: an instruction with unknown operands orders against everything.
+constexpr Region kEverything{0, 0, UINT64_MAX};
+
+struct Instruction {
+  Engine engine = Engine::Vector;  // Engine::Dma: a transfer on DMA queue `queue`
+  int queue = 0;
+  double duration_ns = 0;  // compute instructions and fixed-duration transfers
+  uint64_t bytes = 0;      // a DMA transfer through HBM (its duration follows from the share)
+  std::vector<Region> reads, writes;
+  uint32_t source = 0;  // Schedule::source() id
+  uint64_t group = 0;   // see Note [Engine scheduler]; 0: its own
+};
+
+struct InstructionTime {
+  double start_ns = 0, end_ns = 0;
+};
+
+struct ScheduleResult {
+  double makespan_ns = 0;
+  // Busy time per engine; for Engine::Dma the time at least one DMA queue is busy.
+  std::array<double, kEngineCount> busy_ns{};
+  std::vector<double> dma_queue_busy_ns;
+  std::vector<InstructionTime> times;  // per instruction, in the order they were added
+  std::array<uint64_t, kEngineCount> instructions{};  // count per engine
+
+  // busy / makespan, 0 to 1 (0 for an empty schedule).
+  double utilization(Engine engine) const;
+};
+
+class Schedule {
+ public:
+  Schedule(const InstanceSpec& instance, int dma_queues);
+
+  const InstanceSpec& instance() const { return *instance_; }
+  int dma_queues() const { return dma_queues_; }
+
+  // The id of a source tag (interned; id 0 is the empty tag).
+  uint32_t source(const std::string& tag);
+  const std::string& source_name(uint32_t id) const { return sources_[id]; }
+
+  // Appends an instruction in program order; returns its index. Throws trnsim::Error for a
+  // DMA queue out of range or a negative duration.
+  size_t add(Instruction instruction);
+  // A fresh group id for instructions that pipeline among themselves.
+  uint64_t new_group() { return ++groups_; }
+
+  size_t size() const { return instructions_.size(); }
+  const Instruction& instruction(size_t i) const { return instructions_[i]; }
+  // The instructions `i` waits for (by region), ascending.
+  const std::vector<uint32_t>& dependencies(size_t i) const { return deps_[i]; }
+  // The indices of the instructions one unit runs, in order (its track).
+  std::vector<size_t> track(Engine engine, int queue = 0) const;
+
+  ScheduleResult run() const;
+
+ private:
+  // Who last wrote a stretch of bytes and who read it since (Note [Engine scheduler]).
+  // Writers: the last write's instructions (several when they are one group's).
+  struct Segment {
+    uint64_t end;
+    uint64_t writer_group = 0;  // 0: never written
+    std::vector<uint32_t> writers, readers;
+  };
+  using Segments = std::map<uint64_t, Segment>;  // by begin
+  void split(Segments& segments, uint64_t at);
+  void record_read(const Region& r, uint32_t index, uint64_t group, std::vector<uint32_t>& deps);
+  void record_write(const Region& r, uint32_t index, uint64_t group, std::vector<uint32_t>& deps);
+  int unit_of(const Instruction& instruction) const;
+
+  const InstanceSpec* instance_;
+  int dma_queues_;
+  uint64_t groups_ = 0;
+  std::vector<Instruction> instructions_;
+  std::vector<uint64_t> group_of_;  // resolved group of each instruction
+  std::vector<std::vector<uint32_t>> deps_;
+  std::unordered_map<uint32_t, Segments> spaces_;
+  std::vector<std::string> sources_{""};
+  std::unordered_map<std::string, uint32_t> source_ids_;
+};
+
+// Note [Work as instructions]
+// An op's work (work.h) as schedule instructions, split into `tiles` tiles along its leading
+// (partition/row) dimension: tile i of every engine the op uses runs 1/tiles of the op's busy
+// time on that engine (time_of()'s per-engine cost, so an op has one cost whether it is timed
+// alone or scheduled), and one DMA transfer moves 1/tiles of its HBM traffic. The instructions
+// of one tile form a group: within a tile the op's engines and DMA pipeline as time_of()
+// assumes (the kernel double-buffers), so an op alone (tiles = 1) schedules in exactly
+// max(engines, HBM), and time_of()'s duration is kLaunchOverheadNs + that. Tile i reads
+// slice i of its `tiled_reads` and all of its `whole_reads` (a matmul's right operand, a
+// broadcast operand), and writes slice i of its `writes`, so a consumer's tile waits only for
+// the producer tiles it reads. Transfers of tile i go on DMA queue i % dma_queues. Work that is
+// not compute (a copy, a host round trip, a collective) is one fixed-duration transfer on DMA
+// queue 0 reading and writing its whole regions.
+struct OpRegions {
+  std::vector<Region> tiled_reads, whole_reads, writes;
+  // Empty, or one region per tile that tile i also writes (its SBUF buffer: buffers reused
+  // across ops make a tile wait until the earlier tile of that buffer is done).
+  std::vector<Region> tile_scratch;
+};
+// Appends `work` as above; returns the number of instructions added.
+size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, int tiles,
+                uint32_t source);
+
+}  // namespace trnsim

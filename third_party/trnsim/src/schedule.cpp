@@ -1,0 +1,339 @@
+#include "trnsim/schedule.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <utility>
+#include <variant>
+
+#include "trnsim/error.h"
+
+namespace trnsim {
+namespace {
+
+constexpr int kComputeEngines = static_cast<int>(Engine::Dma);  // TensorE .. GpSimdE
+constexpr uint64_t kOwnGroup = uint64_t{1} << 63;                // groups of one instruction
+
+bool overlaps_nothing(const Region& r) { return r.end <= r.begin; }
+
+}  // namespace
+
+double ScheduleResult::utilization(Engine engine) const {
+  return makespan_ns > 0 ? busy_ns[static_cast<int>(engine)] / makespan_ns : 0.0;
+}
+
+Schedule::Schedule(const InstanceSpec& instance, int dma_queues)
+    : instance_(&instance), dma_queues_(dma_queues) {
+  if (dma_queues < 1) throw Error("a schedule needs at least one DMA queue");
+}
+
+uint32_t Schedule::source(const std::string& tag) {
+  auto [it, added] = source_ids_.emplace(tag, static_cast<uint32_t>(sources_.size()));
+  if (added) sources_.push_back(tag);
+  return it->second;
+}
+
+int Schedule::unit_of(const Instruction& instruction) const {
+  if (instruction.engine == Engine::Dma) return kComputeEngines + instruction.queue;
+  return static_cast<int>(instruction.engine);
+}
+
+void Schedule::split(Segments& segments, uint64_t at) {
+  auto it = segments.upper_bound(at);
+  if (it == segments.begin()) return;
+  --it;
+  if (it->first >= at || it->second.end <= at) return;
+  Segment tail = it->second;
+  it->second.end = at;
+  segments.emplace(at, std::move(tail));
+}
+
+void Schedule::record_read(const Region& r, uint32_t index, uint64_t group,
+                           std::vector<uint32_t>& deps) {
+  Segments& segments = spaces_[r.space];
+  split(segments, r.begin);
+  split(segments, r.end);
+  uint64_t pos = r.begin;
+  auto it = segments.lower_bound(r.begin);
+  while (pos < r.end) {
+    if (it == segments.end() || it->first > pos) {
+      // Never touched: a segment that only this instruction has read.
+      const uint64_t gap_end = it == segments.end() ? r.end : std::min(r.end, it->first);
+      it = segments.emplace_hint(it, pos, Segment{gap_end, 0, {}, {index}});
+      pos = gap_end;
+      ++it;
+      continue;
+    }
+    Segment& s = it->second;
+    if (s.writer_group != 0 && s.writer_group != group) {
+      deps.insert(deps.end(), s.writers.begin(), s.writers.end());  // RAW
+    }
+    if (s.readers.empty() || s.readers.back() != index) s.readers.push_back(index);
+    pos = s.end;
+    ++it;
+  }
+}
+
+void Schedule::record_write(const Region& r, uint32_t index, uint64_t group,
+                            std::vector<uint32_t>& deps) {
+  Segments& segments = spaces_[r.space];
+  split(segments, r.begin);
+  split(segments, r.end);
+  uint64_t pos = r.begin;
+  auto it = segments.lower_bound(r.begin);
+  while (pos < r.end) {
+    if (it == segments.end() || it->first > pos) {
+      const uint64_t gap_end = it == segments.end() ? r.end : std::min(r.end, it->first);
+      it = segments.emplace_hint(it, pos, Segment{gap_end, group, {index}, {}});
+      pos = gap_end;
+      ++it;
+      continue;
+    }
+    Segment& s = it->second;
+    // WAR: the readers since the last write (and older ones of this group, kept below).
+    for (uint32_t reader : s.readers) {
+      if (group_of_[reader] != group) deps.push_back(reader);
+    }
+    if (s.writer_group == group) {
+      // Another instruction of the same group: the write is theirs together.
+      if (s.writers.back() != index) s.writers.push_back(index);
+    } else {
+      if (s.writer_group != 0) deps.insert(deps.end(), s.writers.begin(), s.writers.end());  // WAW
+      s.writer_group = group;
+      s.writers.assign(1, index);
+      // Readers of this group are not ordered before this write: a later writer waits for them.
+      s.readers.erase(std::remove_if(s.readers.begin(), s.readers.end(),
+                                     [&](uint32_t i) { return group_of_[i] != group; }),
+                      s.readers.end());
+    }
+    pos = s.end;
+    ++it;
+  }
+}
+
+size_t Schedule::add(Instruction instruction) {
+  if (instruction.engine == Engine::Dma &&
+      (instruction.queue < 0 || instruction.queue >= dma_queues_)) {
+    throw Error("DMA queue " + std::to_string(instruction.queue) + " out of range: the schedule has " +
+                std::to_string(dma_queues_) + " queues");
+  }
+  if (!(instruction.duration_ns >= 0)) throw Error("an instruction has a negative or NaN duration");
+  if (instruction.source >= sources_.size()) throw Error("unknown source tag id");
+  if (instructions_.size() >= std::numeric_limits<uint32_t>::max()) {
+    throw Error("a schedule holds at most 2^32 - 1 instructions");
+  }
+  const auto index = static_cast<uint32_t>(instructions_.size());
+  const uint64_t group = instruction.group != 0 ? instruction.group : kOwnGroup + index;
+  group_of_.push_back(group);
+  std::vector<uint32_t> deps;
+  for (const Region& r : instruction.reads) {
+    if (!overlaps_nothing(r)) record_read(r, index, group, deps);
+  }
+  for (const Region& r : instruction.writes) {
+    if (!overlaps_nothing(r)) record_write(r, index, group, deps);
+  }
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  deps_.push_back(std::move(deps));
+  instructions_.push_back(std::move(instruction));
+  return index;
+}
+
+std::vector<size_t> Schedule::track(Engine engine, int queue) const {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    const Instruction& ins = instructions_[i];
+    if (ins.engine == engine && (engine != Engine::Dma || ins.queue == queue)) out.push_back(i);
+  }
+  return out;
+}
+
+// Event by event: start what can start, then move to the next end (a fixed-duration
+// instruction's, or the first shared transfer's to drain at the current share).
+ScheduleResult Schedule::run() const {
+  const size_t n = instructions_.size();
+  const int units = kComputeEngines + dma_queues_;
+  ScheduleResult result;
+  result.times.resize(n);
+  result.dma_queue_busy_ns.assign(dma_queues_, 0.0);
+
+  std::vector<std::vector<uint32_t>> streams(units), dependents(n);
+  std::vector<uint32_t> waiting(n);
+  for (size_t i = 0; i < n; ++i) {
+    streams[unit_of(instructions_[i])].push_back(static_cast<uint32_t>(i));
+    ++result.instructions[static_cast<int>(instructions_[i].engine)];
+    waiting[i] = static_cast<uint32_t>(deps_[i].size());
+    for (uint32_t d : deps_[i]) dependents[d].push_back(static_cast<uint32_t>(i));
+  }
+  std::vector<size_t> head(units, 0);
+  std::vector<bool> busy(units, false);
+  using Timed = std::pair<double, uint32_t>;
+  std::priority_queue<Timed, std::vector<Timed>, std::greater<Timed>> fixed;  // (end, index)
+  struct Transfer {
+    uint32_t index;
+    double remaining;  // bytes
+  };
+  std::vector<Transfer> shared;
+  const double bandwidth = instance_->core_stream_gbps();  // bytes per ns
+  double now = 0;
+  size_t finished = 0;
+
+  auto finish = [&](uint32_t i) {
+    result.times[i].end_ns = now;
+    busy[unit_of(instructions_[i])] = false;
+    ++head[unit_of(instructions_[i])];
+    for (uint32_t d : dependents[i]) --waiting[d];
+    ++finished;
+  };
+  while (finished < n) {
+    // Start every unit's next instruction that is ready; zero-time ones finish at once.
+    for (bool started = true; started;) {
+      started = false;
+      for (int u = 0; u < units; ++u) {
+        if (busy[u] || head[u] >= streams[u].size()) continue;
+        const uint32_t i = streams[u][head[u]];
+        if (waiting[i] != 0) continue;
+        const Instruction& ins = instructions_[i];
+        result.times[i].start_ns = now;
+        busy[u] = true;
+        started = true;
+        if (ins.engine == Engine::Dma && ins.bytes > 0) {
+          shared.push_back({i, static_cast<double>(ins.bytes)});
+        } else if (ins.duration_ns > 0) {
+          fixed.emplace(now + ins.duration_ns, i);
+        } else {
+          finish(i);
+        }
+      }
+    }
+    if (finished == n) break;
+    double next = std::numeric_limits<double>::infinity();
+    if (!fixed.empty()) next = fixed.top().first;
+    const double share = shared.empty() ? 0 : bandwidth / static_cast<double>(shared.size());
+    for (const Transfer& t : shared) next = std::min(next, now + t.remaining / share);
+    if (!(next < std::numeric_limits<double>::infinity())) {
+      throw Error("schedule deadlock: an instruction waits for one that never runs");
+    }
+    for (Transfer& t : shared) t.remaining -= (next - now) * share;
+    now = next;
+    while (!fixed.empty() && fixed.top().first <= now) {
+      const uint32_t i = fixed.top().second;
+      fixed.pop();
+      finish(i);
+    }
+    // Transfers drained to within rounding of this step finish now.
+    const double slack = 1e-9 * std::max(1.0, share);
+    for (size_t k = 0; k < shared.size();) {
+      if (shared[k].remaining <= slack) {
+        finish(shared[k].index);
+        shared[k] = shared.back();
+        shared.pop_back();
+      } else {
+        ++k;
+      }
+    }
+  }
+
+  // Busy time per engine and queue; DMA as a whole: the union of its queues' intervals.
+  std::vector<std::pair<double, double>> dma_intervals;
+  for (size_t i = 0; i < n; ++i) {
+    const Instruction& ins = instructions_[i];
+    const InstructionTime& t = result.times[i];
+    result.makespan_ns = std::max(result.makespan_ns, t.end_ns);
+    if (ins.engine == Engine::Dma) {
+      result.dma_queue_busy_ns[ins.queue] += t.end_ns - t.start_ns;
+      if (t.end_ns > t.start_ns) dma_intervals.emplace_back(t.start_ns, t.end_ns);
+    } else {
+      result.busy_ns[static_cast<int>(ins.engine)] += t.end_ns - t.start_ns;
+    }
+  }
+  std::sort(dma_intervals.begin(), dma_intervals.end());
+  double covered_to = 0, dma_busy = 0;
+  for (const auto& [start, end] : dma_intervals) {
+    if (end <= covered_to) continue;
+    dma_busy += end - std::max(start, covered_to);
+    covered_to = end;
+  }
+  result.busy_ns[static_cast<int>(Engine::Dma)] = dma_busy;
+  return result;
+}
+
+namespace {
+
+// Slice `i` of `tiles` of a region (a region covering everything is not sliced).
+Region slice(const Region& r, int i, int tiles) {
+  if (r.end == UINT64_MAX || tiles <= 1) return r;
+  const unsigned __int128 length = r.end - r.begin;
+  return {r.space, r.begin + static_cast<uint64_t>(length * i / tiles),
+          r.begin + static_cast<uint64_t>(length * (i + 1) / tiles)};
+}
+
+bool is_compute(const Work& work) {
+  return std::holds_alternative<Streaming>(work.what) || std::holds_alternative<Matmul>(work.what) ||
+         std::holds_alternative<Gather>(work.what) ||
+         std::holds_alternative<Attention>(work.what) ||
+         std::holds_alternative<FusedKernel>(work.what);
+}
+
+}  // namespace
+
+size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, int tiles,
+                uint32_t source) {
+  const WorkTime time = time_of(schedule.instance(), work);
+  size_t added = 0;
+  if (!is_compute(work)) {
+    Instruction transfer;
+    transfer.engine = Engine::Dma;
+    transfer.duration_ns = time.duration_ns;
+    transfer.reads = regions.tiled_reads;
+    transfer.reads.insert(transfer.reads.end(), regions.whole_reads.begin(),
+                          regions.whole_reads.end());
+    transfer.writes = regions.writes;
+    transfer.source = source;
+    schedule.add(std::move(transfer));
+    return 1;
+  }
+  tiles = std::max(tiles, 1);
+  if (!regions.tile_scratch.empty() && regions.tile_scratch.size() != static_cast<size_t>(tiles)) {
+    throw Error("add_work: tile_scratch needs one region per tile");
+  }
+  const OpCost& cost = time.cost;
+  for (int i = 0; i < tiles; ++i) {
+    const uint64_t group = schedule.new_group();
+    std::vector<Region> reads, writes;
+    for (const Region& r : regions.tiled_reads) reads.push_back(slice(r, i, tiles));
+    reads.insert(reads.end(), regions.whole_reads.begin(), regions.whole_reads.end());
+    for (const Region& r : regions.writes) writes.push_back(slice(r, i, tiles));
+    if (!regions.tile_scratch.empty()) writes.push_back(regions.tile_scratch[i]);
+    for (int e = 0; e < kComputeEngines; ++e) {
+      if (cost.engine_ns[e] <= 0) continue;
+      Instruction ins;
+      ins.engine = static_cast<Engine>(e);
+      ins.duration_ns = cost.engine_ns[e] / tiles;
+      ins.reads = reads;
+      ins.writes = writes;
+      ins.source = source;
+      ins.group = group;
+      schedule.add(std::move(ins));
+      ++added;
+    }
+    const auto total = static_cast<unsigned __int128>(cost.bytes);
+    const uint64_t bytes = static_cast<uint64_t>(total * (i + 1) / tiles) -
+                           static_cast<uint64_t>(total * i / tiles);
+    if (bytes > 0) {
+      Instruction dma;
+      dma.engine = Engine::Dma;
+      dma.queue = i % schedule.dma_queues();
+      dma.bytes = bytes;
+      dma.reads = std::move(reads);
+      dma.writes = std::move(writes);
+      dma.source = source;
+      dma.group = group;
+      schedule.add(std::move(dma));
+      ++added;
+    }
+  }
+  return added;
+}
+
+}  // namespace trnsim

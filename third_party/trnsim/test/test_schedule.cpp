@@ -1,0 +1,235 @@
+// The engine scheduler (schedule.h): overlap across engines, program order on one engine,
+// dependencies by buffer region, HBM shared by DMA transfers, tiled pipelines, and an op alone
+// scheduled in exactly time_of()'s duration. Expectations are computed by hand.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "trnsim/trnsim.h"
+
+namespace trnsim {
+namespace {
+
+const InstanceSpec& trn2() { return find_instance("trn2.3xlarge"); }
+
+Instruction on(Engine engine, double ns, std::vector<Region> reads = {},
+               std::vector<Region> writes = {}) {
+  Instruction i;
+  i.engine = engine;
+  i.duration_ns = ns;
+  i.reads = std::move(reads);
+  i.writes = std::move(writes);
+  return i;
+}
+
+Instruction transfer(int queue, uint64_t bytes, std::vector<Region> reads = {},
+                     std::vector<Region> writes = {}) {
+  Instruction i;
+  i.engine = Engine::Dma;
+  i.queue = queue;
+  i.bytes = bytes;
+  i.reads = std::move(reads);
+  i.writes = std::move(writes);
+  return i;
+}
+
+Region bytes(uint64_t begin, uint64_t end) { return {0, begin, end}; }
+
+TEST(Schedule, IndependentInstructionsOnTwoEnginesOverlap) {
+  Schedule s(trn2(), 1);
+  s.add(on(Engine::Tensor, 100));
+  s.add(on(Engine::Vector, 60));
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.makespan_ns, 100);
+  EXPECT_DOUBLE_EQ(r.times[1].start_ns, 0);
+  EXPECT_DOUBLE_EQ(r.busy_ns[static_cast<int>(Engine::Tensor)], 100);
+  EXPECT_DOUBLE_EQ(r.utilization(Engine::Vector), 0.6);
+}
+
+TEST(Schedule, OneEngineRunsItsStreamInProgramOrder) {
+  Schedule s(trn2(), 1);
+  s.add(on(Engine::Vector, 60));
+  s.add(on(Engine::Vector, 40));
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.times[1].start_ns, 60);
+  EXPECT_DOUBLE_EQ(r.makespan_ns, 100);
+  EXPECT_EQ(s.track(Engine::Vector), (std::vector<size_t>{0, 1}));
+}
+
+TEST(Schedule, ReadAfterWriteWaitsForTheWriter) {
+  Schedule s(trn2(), 1);
+  s.add(on(Engine::Vector, 70, {}, {bytes(0, 100)}));
+  s.add(on(Engine::Scalar, 10, {bytes(50, 60)}));
+  s.add(on(Engine::GpSimd, 10, {bytes(100, 200)}));  // past the written bytes: no wait
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.times[1].start_ns, 70);
+  EXPECT_DOUBLE_EQ(r.times[2].start_ns, 0);
+  EXPECT_EQ(s.dependencies(1), (std::vector<uint32_t>{0}));
+  EXPECT_TRUE(s.dependencies(2).empty());
+}
+
+TEST(Schedule, WriteAfterReadWaitsForTheReader) {
+  Schedule s(trn2(), 1);
+  s.add(on(Engine::Tensor, 100, {bytes(0, 64)}));
+  s.add(on(Engine::Vector, 30, {}, {bytes(32, 48)}));
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.times[1].start_ns, 100);
+  EXPECT_DOUBLE_EQ(r.makespan_ns, 130);
+}
+
+TEST(Schedule, WriteAfterWriteWaitsForTheEarlierWriter) {
+  Schedule s(trn2(), 1);
+  s.add(on(Engine::Tensor, 100, {}, {bytes(0, 64)}));
+  s.add(on(Engine::Scalar, 10, {}, {bytes(0, 64)}));
+  // A reader after both waits for the last writer only (which itself waited for the first).
+  s.add(on(Engine::Vector, 5, {bytes(0, 64)}));
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.times[1].start_ns, 100);
+  EXPECT_EQ(s.dependencies(2), (std::vector<uint32_t>{1}));
+  EXPECT_DOUBLE_EQ(r.times[2].start_ns, 110);
+}
+
+TEST(Schedule, PartiallyOverlappingRegionsWaitForEveryWriterTheyTouch) {
+  Schedule s(trn2(), 1);
+  s.add(on(Engine::Tensor, 50, {}, {bytes(0, 100)}));
+  s.add(on(Engine::Vector, 80, {}, {bytes(100, 200)}));
+  s.add(on(Engine::Scalar, 10, {bytes(90, 110)}));  // straddles both writes
+  s.add(on(Engine::GpSimd, 10, {bytes(0, 10)}));    // the first write only
+  // A write over the middle of the first region, then a read of its untouched head.
+  s.add(on(Engine::Tensor, 20, {}, {bytes(40, 60)}));
+  s.add(on(Engine::Vector, 5, {bytes(0, 40)}));
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.times[2].start_ns, 80);
+  EXPECT_DOUBLE_EQ(r.times[3].start_ns, 50);
+  EXPECT_EQ(s.dependencies(5), (std::vector<uint32_t>{0}));
+  // Instruction 4 overwrites [40, 60), which no reader touched: it waits for the writer 0
+  // (WAW) only.
+  EXPECT_EQ(s.dependencies(4), (std::vector<uint32_t>{0}));
+  EXPECT_DOUBLE_EQ(r.times[4].start_ns, 50);
+}
+
+TEST(Schedule, InstructionsOfOneGroupDoNotWaitForEachOther) {
+  Schedule s(trn2(), 1);
+  const uint64_t g = s.new_group();
+  Instruction a = on(Engine::Vector, 40, {bytes(0, 8)}, {bytes(8, 16)});
+  Instruction b = on(Engine::Scalar, 60, {bytes(0, 8)}, {bytes(8, 16)});
+  a.group = b.group = g;
+  s.add(a);
+  s.add(b);
+  // A reader of the group's output waits for both of its writers.
+  s.add(on(Engine::GpSimd, 1, {bytes(8, 16)}));
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.times[1].start_ns, 0);
+  EXPECT_EQ(s.dependencies(2), (std::vector<uint32_t>{0, 1}));
+  EXPECT_DOUBLE_EQ(r.times[2].start_ns, 60);
+}
+
+TEST(Schedule, DmaTransfersInFlightShareTheHbmStream) {
+  const double bw = trn2().core_stream_gbps();  // bytes per ns
+  const uint64_t b = 1 << 20;
+  {
+    Schedule alone(trn2(), 2);
+    alone.add(transfer(0, b));
+    EXPECT_NEAR(alone.run().makespan_ns, b / bw, 1e-6);
+  }
+  // b and 3b together: both at bw / 2 until the first ends (each has moved b, at 2b / bw);
+  // the rest, 2b, at the full bw: 4b / bw in all, the total over the bandwidth.
+  Schedule s(trn2(), 2);
+  s.add(transfer(0, b));
+  s.add(transfer(1, 3 * b));
+  const ScheduleResult r = s.run();
+  EXPECT_NEAR(r.times[0].end_ns, 2 * b / bw, 1e-6);
+  EXPECT_NEAR(r.times[1].end_ns, 4 * b / bw, 1e-6);
+  EXPECT_NEAR(r.dma_queue_busy_ns[1], 4 * b / bw, 1e-6);
+  EXPECT_NEAR(r.busy_ns[static_cast<int>(Engine::Dma)], 4 * b / bw, 1e-6);
+  // Two transfers on one queue run one after the other, each at the full stream.
+  Schedule one_queue(trn2(), 2);
+  one_queue.add(transfer(0, b));
+  one_queue.add(transfer(0, b));
+  const ScheduleResult q = one_queue.run();
+  EXPECT_NEAR(q.times[0].end_ns, b / bw, 1e-6);
+  EXPECT_NEAR(q.times[1].end_ns, 2 * b / bw, 1e-6);
+}
+
+TEST(Schedule, TiledProducerConsumerPipelines) {
+  // T tiles through three stages: a DMA load (L = b / bw; one queue, so one at a time, alone on
+  // HBM), a VectorE pass (v) and a ScalarE pass (a), each tile reading its predecessor's
+  // output. A flow shop of identical jobs: L + v + a + (T - 1) * max(L, v, a).
+  const double bw = trn2().core_stream_gbps();
+  const uint64_t b = 64 * 1024;
+  const double load = b / bw, v = 30, a = 50;
+  const int tiles = 6;
+  Schedule s(trn2(), 1);
+  for (int i = 0; i < tiles; ++i) {
+    const uint64_t base = 1000 * static_cast<uint64_t>(i);
+    s.add(transfer(0, b, {bytes(1'000'000 + base, 1'000'000 + base + 100)},
+                   {bytes(base, base + 100)}));
+    s.add(on(Engine::Vector, v, {bytes(base, base + 100)}, {bytes(base + 100, base + 200)}));
+    s.add(on(Engine::Scalar, a, {bytes(base + 100, base + 200)}, {bytes(base + 200, base + 300)}));
+  }
+  const double slowest = std::max({load, v, a});
+  EXPECT_NEAR(s.run().makespan_ns, load + v + a + (tiles - 1) * slowest, 1e-6);
+}
+
+TEST(Schedule, BufferReuseSerialisesTiles) {
+  // Two tiles share one buffer: the second tile's load (a write of the buffer) waits for the
+  // first tile's pass that reads it (WAR), so nothing overlaps: 2 * (10 + 40).
+  Schedule s(trn2(), 1);
+  for (int i = 0; i < 2; ++i) {
+    s.add(on(Engine::GpSimd, 10, {}, {bytes(0, 64)}));
+    s.add(on(Engine::Vector, 40, {bytes(0, 64)}, {bytes(1000 + 64 * i, 1064 + 64 * i)}));
+  }
+  EXPECT_DOUBLE_EQ(s.run().makespan_ns, 100);
+}
+
+TEST(Schedule, AnOpAloneTakesItsTimeOf) {
+  // An eager op is a one-op schedule: its instructions scheduled alone take exactly time_of()'s
+  // duration less the launch overhead, tiled or not.
+  const uint64_t n = 1 << 22;
+  const std::vector<Work> works = {
+      {Matmul{1, 2048, 1024, 4096, Precision::BF16}, (2048 * 1024 + 1024 * 4096 + 2048 * 4096) * 2},
+      {Matmul{8, 128, 64, 128, Precision::FP32}, 8 * (128 * 64 * 2 + 128 * 128) * 4},
+      {Streaming{StreamingKernel::Softmax, Engine::Vector, n}, 8 * n},
+      {Streaming{StreamingKernel::Elementwise, Engine::Vector, n, true}, 12 * n},
+      {Attention{16, 512, 512, 64, 64, Precision::BF16, true}, 4 * 16 * 512 * 64 * 2},
+      {FusedKernel{{Streaming{StreamingKernel::Elementwise, Engine::Scalar, n},
+                    Streaming{StreamingKernel::Elementwise, Engine::Vector, n, true}}},
+       12 * n},
+  };
+  for (const Work& work : works) {
+    const double expected = time_of(trn2(), work).duration_ns - kLaunchOverheadNs;
+    for (int tiles : {1, 7}) {
+      Schedule s(trn2(), 2);
+      add_work(s, work, {{bytes(0, 1 << 20)}, {}, {bytes(1 << 20, 2 << 20)}, {}}, tiles,
+               s.source("op"));
+      EXPECT_NEAR(s.run().makespan_ns, expected, 1e-6 * expected) << "tiles " << tiles;
+    }
+  }
+}
+
+TEST(Schedule, ADependentOpsTilesFollowTheProducersTiles) {
+  // y = f(x) then z = g(y), 4 tiles each: g's tile i reads slice i of y, so it waits for f's
+  // tile i only, and the chain pipelines at tile granularity.
+  const uint64_t n = 1 << 20;
+  const Work f{Streaming{StreamingKernel::Elementwise, Engine::Vector, n}, 0};
+  const Work g{Streaming{StreamingKernel::Elementwise, Engine::Scalar, n}, 0};
+  Schedule s(trn2(), 2);
+  const Region x = bytes(0, 4 * n), y = bytes(4 * n, 8 * n), z = bytes(8 * n, 12 * n);
+  add_work(s, f, {{x}, {}, {y}, {}}, 4, s.source("f"));
+  add_work(s, g, {{y}, {}, {z}, {}}, 4, s.source("g"));
+  ASSERT_EQ(s.size(), 8u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(s.dependencies(4 + i), (std::vector<uint32_t>{uint32_t(i)}));
+  const double tf = time_of(trn2(), f).cost.engine_ns[static_cast<int>(Engine::Vector)] / 4;
+  const double tg = time_of(trn2(), g).cost.engine_ns[static_cast<int>(Engine::Scalar)] / 4;
+  EXPECT_NEAR(s.run().makespan_ns, tf + tg + 3 * std::max(tf, tg), 1e-6);
+  EXPECT_EQ(s.source_name(s.instruction(7).source), "g");
+}
+
+TEST(Schedule, RejectsABadQueue) {
+  Schedule s(trn2(), 2);
+  EXPECT_THROW(s.add(transfer(2, 8)), Error);
+  EXPECT_THROW(Schedule(trn2(), 0), Error);
+}
+
+}  // namespace
+}  // namespace trnsim

@@ -22,6 +22,7 @@ from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidation
                                      kernel_source_line)
 from torch_neuron.nki.ops import OPERATORS, REDUCTION_ALIASES, Operator, apply
 from torch_neuron.nki.records import InstructionRecord, Operand
+from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor, current_run
 
 
@@ -357,9 +358,10 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
                         f"512 float32 per partition): split N or allocate the tile per bank")
 
     # compute: dst = stationary.T @ moving, accumulated in float32 ("Accumulation mode")
-    st = ins.values(stationary, "stationary").astype(np.float32).reshape(K, -1, M)
-    mv = ins.values(moving, "moving").astype(np.float32).reshape(K, -1, N)
-    product = np.einsum("kjm,kjn->mn", st, mv, dtype=np.float32, optimize=True)
+    # double_row pairs the first free dim with the partitions: contraction over both
+    st = ins.values(stationary, "stationary").astype(np.float32).reshape(-1, M)
+    mv = ins.values(moving, "moving").astype(np.float32).reshape(-1, N)
+    product = st.T @ mv
     written = dst._written.reshape(M, N) if dst._written.flags.c_contiguous else \
         np.ascontiguousarray(dst._written).reshape(M, N)
     if accumulate is None:
@@ -794,6 +796,16 @@ def reciprocal(dst, data, name=None):
     with np.errstate(divide="ignore"):
         ins.write(dst, np.float32(1) / ins.f32(data, "data"))
     ins.record("VectorE")
+
+
+def _assign(dst, value):
+    if isinstance(value, NkiTensor):
+        tensor_copy(dst=dst, src=value)
+    else:
+        memset(dst=dst, value=value)
+
+
+_tensor_module.ASSIGN = _assign
 
 
 # Instructions of the current release not implemented yet: a clear error instead of

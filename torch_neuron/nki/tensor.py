@@ -131,6 +131,9 @@ class KernelRun:
 
 _RUNS: list[KernelRun] = []
 
+# `t[key] = value`: nki.isa installs the instructions that do it (isa imports this module).
+ASSIGN = None
+
 
 def current_run(what: str = "this call") -> KernelRun:
     if not _RUNS:
@@ -326,13 +329,8 @@ class NkiTensor:
         return self._view(self._data[index], self._written[index])
 
     def __setitem__(self, key, value):
-        from torch_neuron.nki import isa
-
-        dst = self[key]
-        if isinstance(value, NkiTensor):
-            isa.tensor_copy(dst=dst, src=value)
-        else:
-            isa.memset(dst=dst, value=value)
+        """`t[...] = tile` is a tensor_copy, `t[...] = scalar` a memset (set by nki.isa)."""
+        ASSIGN(self[key], value)
 
     # -- view operations (no data copied) --
     def _check_partition_dim(self, dim: int, what: str):

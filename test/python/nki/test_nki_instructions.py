@@ -1,0 +1,422 @@
+"""Each nki.isa instruction and nki.language function against a NumPy/PyTorch CPU reference."""
+
+import numpy as np
+import pytest
+import torch
+
+import torch_neuron.nki as nki
+import torch_neuron.nki.isa as nisa
+import torch_neuron.nki.language as nl
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape, low=-2.0, high=2.0):
+    return RNG.uniform(low, high, size=shape).astype(np.float32)
+
+
+def load(x, dtype=None, buffer=nl.sbuf):
+    t = nl.ndarray(x.shape, dtype or x.dtype, buffer=buffer)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def store(t):
+    if t.buffer is nl.psum:
+        staged = nl.ndarray(t.shape, t.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=staged, src=t)
+        t = staged
+    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_dma_copy_and_tensor_copy_round_trip_and_cast():
+    x = rand(64, 96)
+
+    def kernel(a):
+        t = load(a)
+        c = nl.ndarray((64, 96), nl.bfloat16)
+        nisa.tensor_copy(dst=c, src=t)                 # float32 -> bfloat16 on VectorE
+        back = nl.ndarray((64, 96), nl.float32)
+        nisa.tensor_copy(dst=back, src=c, engine=nisa.engine.scalar)
+        return store(t), store(back)
+
+    same, cast = nki.simulate(kernel)(x)
+    np.testing.assert_array_equal(same, x)
+    np.testing.assert_array_equal(cast, torch.from_numpy(x).bfloat16().float().numpy())
+
+
+def test_dma_copy_reshapes_between_equal_sizes_and_slices_hbm():
+    x = rand(4, 32, 16)
+
+    def kernel(a):
+        t = nl.ndarray((32, 16), nl.float32)
+        nisa.dma_copy(dst=t, src=a[2])                 # int index drops an HBM dim
+        flat = nl.ndarray((32, 16), nl.float32)
+        nisa.dma_copy(dst=flat, src=a[1:2, :, :])      # (1, 32, 16) -> (32, 16)
+        part = nl.ndarray((8, 16), nl.float32)
+        nisa.dma_copy(dst=part, src=a[3, nl.ds(4, 8), :])
+        return store(t), store(flat), store(part)
+
+    t, flat, part = nki.simulate(kernel)(x)
+    np.testing.assert_array_equal(t, x[2])
+    np.testing.assert_array_equal(flat, x[1])
+    np.testing.assert_array_equal(part, x[3, 4:12])
+
+
+@pytest.mark.parametrize("dtype", [nl.float32, nl.bfloat16, nl.float8_e4m3])
+def test_nc_matmul_is_stationary_transposed_times_moving(dtype):
+    k, m, n = 128, 96, 320
+    a, b = rand(k, m), rand(k, n)
+
+    def kernel(st, mv):
+        acc = nl.ndarray((m, n), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(st, dtype), moving=load(mv, dtype))
+        return store(acc)
+
+    got = nki.simulate(kernel)(a, b)
+    round_to = {nl.float32: torch.float32, nl.bfloat16: torch.bfloat16}.get(dtype)
+    if round_to is None:  # IEEE-like float8_e4m3 (max 240), checked against our own rounding
+        from torch_neuron.nki import dtypes
+        ra, rb = (dtypes.round_to(v, dtypes.BY_NAME[dtype]) for v in (a, b))
+    else:
+        ra, rb = (torch.from_numpy(v).to(round_to).float().numpy() for v in (a, b))
+    want = ra.astype(np.float64).T @ rb.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_nc_matmul_accumulates_in_psum_and_accumulate_false_overwrites():
+    a, b = rand(256, 64), rand(256, 128)
+
+    def kernel(st, mv):
+        acc = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            nisa.nc_matmul(dst=acc, stationary=load(st[k * 128:(k + 1) * 128]),
+                           moving=load(mv[k * 128:(k + 1) * 128]))
+        over = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
+        for k in nl.static_range(2):
+            nisa.nc_matmul(dst=over, stationary=load(st[k * 128:(k + 1) * 128]),
+                           moving=load(mv[k * 128:(k + 1) * 128]), accumulate=(k > 0))
+        nisa.nc_matmul(dst=over, stationary=load(st[:128]), moving=load(mv[:128]),
+                       accumulate=False)
+        return store(acc), store(over)
+
+    acc, over = nki.simulate(kernel)(a, b)
+    np.testing.assert_allclose(acc, a.T @ b, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(over, a[:128].T @ b[:128], rtol=1e-5, atol=1e-4)
+
+
+def test_nc_matmul_double_row_fp8_contracts_over_partitions_and_pairs():
+    a, b = rand(128, 2, 16), rand(128, 2, 64)
+
+    def kernel(st, mv):
+        acc = nl.ndarray((16, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(st, nl.float8_e4m3),
+                       moving=load(mv, nl.float8_e4m3),
+                       perf_mode=nisa.matmul_perf_mode.double_row)
+        return store(acc)
+
+    got = nki.jit(kernel, platform_target="trn2")(a, b)
+    from torch_neuron.nki import dtypes
+    ra, rb = (dtypes.round_to(v, dtypes.BY_NAME["float8_e4m3"]).astype(np.float64)
+              for v in (a, b))
+    np.testing.assert_allclose(got, np.einsum("kjm,kjn->mn", ra, rb), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("engine", [nisa.engine.tensor, nisa.engine.vector])
+def test_nc_transpose(engine):
+    x = rand(32, 24)
+
+    def kernel(a):
+        out = nl.ndarray((24, 32), nl.float32,
+                         buffer=nl.psum if engine is nisa.engine.tensor else nl.sbuf)
+        nisa.nc_transpose(dst=out, data=load(a), engine=engine)
+        return store(out)
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(x), x.T)
+
+
+@pytest.mark.parametrize("op,ref", [(nl.add, np.add), (nl.subtract, np.subtract),
+                                    (nl.multiply, np.multiply), (nl.divide, np.divide),
+                                    (nl.maximum, np.maximum), (nl.minimum, np.minimum),
+                                    (nl.power, None)])
+def test_tensor_tensor(op, ref):
+    x, y = rand(16, 40, low=0.5), rand(16, 40, low=0.5)
+
+    def kernel(a, b):
+        out = nl.ndarray((16, 40), nl.float32)
+        nisa.tensor_tensor(dst=out, data1=load(a), data2=load(b), op=op)
+        return store(out)
+
+    np.testing.assert_allclose(nki.simulate(kernel)(x, y), (ref or np.power)(x, y), rtol=1e-6)
+
+
+def test_tensor_tensor_bitvec_on_integers():
+    x = RNG.integers(0, 1000, (8, 16)).astype(np.int32)
+    y = RNG.integers(0, 1000, (8, 16)).astype(np.int32)
+
+    def kernel(a, b):
+        out = nl.ndarray((8, 16), nl.int32)
+        nisa.tensor_tensor(dst=out, data1=load(a), data2=load(b), op=nl.bitwise_xor)
+        return store(out)
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(x, y), x ^ y)
+
+
+def test_tensor_scalar_two_ops_reverse_and_vector_operand():
+    x, col = rand(32, 50), rand(32, 1, low=0.5)
+
+    def kernel(a, c):
+        out1 = nl.ndarray((32, 50), nl.float32)
+        nisa.tensor_scalar(dst=out1, data=load(a), op0=nl.multiply, operand0=3.0,
+                           op1=nl.subtract, operand1=1.0, reverse1=True)
+        out2 = nl.ndarray((32, 50), nl.float32)
+        nisa.tensor_scalar(dst=out2, data=load(a), op0=nl.divide, operand0=load(c))
+        out3 = nl.ndarray((32, 50), nl.float32)
+        nisa.tensor_scalar(dst=out3, data=load(a), op0=nl.abs, operand0=None)
+        return store(out1), store(out2), store(out3)
+
+    o1, o2, o3 = nki.simulate(kernel)(x, col)
+    np.testing.assert_allclose(o1, 1.0 - x * 3.0, rtol=1e-6)
+    np.testing.assert_allclose(o2, x / col, rtol=1e-6)
+    np.testing.assert_array_equal(o3, np.abs(x))
+
+
+@pytest.mark.parametrize("op,ref", [(nl.add, np.sum), (nl.maximum, np.max),
+                                    (nl.minimum, np.min), (nl.multiply, np.prod)])
+def test_tensor_reduce_over_last_free_axes(op, ref):
+    x = rand(16, 4, 8, low=0.5, high=1.5)
+
+    def kernel(a):
+        inner = nl.ndarray((16, 4), nl.float32)
+        nisa.tensor_reduce(dst=inner, op=op, data=load(a), axis=2)
+        both = nl.ndarray((16, 1), nl.float32)
+        nisa.tensor_reduce(dst=both, op=op, data=load(a), axis=(1, 2), negate=True)
+        return store(inner), store(both)
+
+    inner, both = nki.simulate(kernel)(x)
+    np.testing.assert_allclose(inner, ref(x, axis=2), rtol=1e-5)
+    np.testing.assert_allclose(both[:, 0], -ref(x, axis=(1, 2)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op,ref", [(nl.add, np.sum), (nl.maximum, np.max),
+                                    (nl.average, np.mean)])
+def test_tensor_partition_reduce(op, ref):
+    x = rand(64, 12)
+
+    def kernel(a):
+        out = nl.ndarray((1, 12), nl.float32)
+        nisa.tensor_partition_reduce(dst=out, op=op, data=load(a))
+        return store(out)
+
+    np.testing.assert_allclose(nki.simulate(kernel)(x)[0], ref(x, axis=0), rtol=1e-5,
+                               atol=1e-6)
+
+
+ACTIVATIONS = [(nl.exp, torch.exp), (nl.log, torch.log), (nl.tanh, torch.tanh),
+               (nl.sigmoid, torch.sigmoid), (nl.relu, torch.relu),
+               (nl.gelu, torch.nn.functional.gelu), (nl.sqrt, torch.sqrt),
+               (nl.rsqrt, torch.rsqrt), (nl.square, torch.square), (nl.abs, torch.abs),
+               (nl.reciprocal, torch.reciprocal), (nl.silu, torch.nn.functional.silu),
+               (nl.copy, lambda v: v)]
+
+
+@pytest.mark.parametrize("op,ref", ACTIVATIONS, ids=[op.name for op, _ in ACTIVATIONS])
+def test_activation_with_scale_and_bias(op, ref):
+    x, bias = rand(32, 64, low=0.1, high=2.0), rand(32, 1, low=0.1, high=0.5)
+
+    def kernel(a, b):
+        out = nl.ndarray((32, 64), nl.float32)
+        nisa.activation(dst=out, op=op, data=load(a), bias=load(b), scale=0.5)
+        return store(out)
+
+    want = ref(torch.from_numpy(x) * 0.5 + torch.from_numpy(bias)).numpy()
+    np.testing.assert_allclose(nki.simulate(kernel)(x, bias), want, rtol=1e-5, atol=1e-6)
+
+
+def test_activation_reduce_and_reduce_registers():
+    x = rand(16, 30)
+
+    def kernel(a):
+        t = load(a)
+        out = nl.ndarray((16, 30), nl.float32)
+        sums = nl.ndarray((16, 1), nl.float32)
+        nisa.activation_reduce(dst=out, op=nl.square, data=t, reduce_op=nl.add,
+                               reduce_res=sums)
+        # two activations accumulating in the registers, read out by the second
+        total = nl.ndarray((16, 1), nl.float32)
+        nisa.activation(dst=out, op=nl.copy, data=t, reduce_op=nl.add,
+                        reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.activation(dst=out, op=nl.copy, data=t, reduce_op=nl.add,
+                        reduce_cmd=nisa.reduce_cmd.reduce, reduce_res=total)
+        return store(sums), store(total)
+
+    sums, total = nki.simulate(kernel)(x)
+    np.testing.assert_allclose(sums[:, 0], (x ** 2).sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(total[:, 0], 2 * x.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_memset_and_nl_creation():
+    def kernel():
+        t = nl.ndarray((8, 5), nl.int32)
+        nisa.memset(dst=t, value=7)
+        return store(t), store(nl.zeros((4, 3), nl.float32)), store(nl.ones((4, 3), nl.bfloat16)), \
+            store(nl.full((4, 3), 2.5, nl.float32))
+
+    t, z, o, f = nki.simulate(kernel)()
+    np.testing.assert_array_equal(t, np.full((8, 5), 7))
+    np.testing.assert_array_equal(z, 0)
+    np.testing.assert_array_equal(o, 1)
+    np.testing.assert_array_equal(f, 2.5)
+
+
+def test_iota_and_affine_select_causal_mask():
+    x = rand(8, 8)
+
+    def kernel(a):
+        idx = nl.ndarray((8, 2, 3), nl.int32)
+        nisa.iota(dst=idx, pattern=[[10, 2], [1, 3]], offset=5, channel_multiplier=100)
+        masked = nl.ndarray((8, 8), nl.float32)
+        # keep column j <= row i: i - j >= 0
+        nisa.affine_select(dst=masked, pattern=[[-1, 8]], channel_multiplier=1,
+                           on_true_tile=load(a), on_false_value=-1e9,
+                           cmp_op=nl.greater_equal)
+        return store(idx), store(masked)
+
+    idx, masked = nki.simulate(kernel)(x)
+    p, w, xx = np.meshgrid(np.arange(8), np.arange(2), np.arange(3), indexing="ij")
+    np.testing.assert_array_equal(idx, 5 + 100 * p + 10 * w + xx)
+    np.testing.assert_array_equal(masked, np.where(np.tril(np.ones((8, 8))) > 0, x, -1e9))
+
+
+def test_bn_stats_and_bn_aggr_give_mean_and_variance():
+    x = rand(32, 1024)
+
+    def kernel(a):
+        t = load(a)
+        stats = nl.ndarray((32, 12), nl.float32)
+        for i in nl.affine_range(2):
+            nisa.bn_stats(dst=stats[:, i * 6:(i + 1) * 6], data=t[:, i * 512:(i + 1) * 512])
+        mv = nl.ndarray((32, 2), nl.float32)
+        nisa.bn_aggr(dst=mv, data=stats)
+        return store(mv)
+
+    mv = nki.simulate(kernel)(x)
+    np.testing.assert_allclose(mv[:, 0], x.mean(axis=1), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(mv[:, 1], x.var(axis=1), rtol=1e-4)
+
+
+def test_select_reduce_selects_and_takes_the_row_max():
+    x = rand(16, 20)
+    pred = (RNG.random((16, 20)) > 0.5).astype(np.uint8)
+
+    def kernel(a, p):
+        out = nl.ndarray((16, 20), nl.float32)
+        mx = nl.ndarray((16, 1), nl.float32)
+        nisa.select_reduce(dst=out, predicate=load(p), on_true=load(a), on_false=-5.0,
+                           reduce_res=mx, reduce_cmd=nisa.reduce_cmd.reset_reduce,
+                           reduce_op=nl.maximum)
+        return store(out), store(mx)
+
+    out, mx = nki.simulate(kernel)(x, pred)
+    want = np.where(pred != 0, x, -5.0)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(mx[:, 0], want.max(axis=1))
+
+
+def test_tensor_tensor_scan_is_a_linear_recurrence():
+    decay, inputs = rand(8, 25, low=0.5, high=1.0), rand(8, 25)
+
+    def kernel(d, u):
+        out = nl.ndarray((8, 25), nl.float32)
+        # h_t = d_t * h_{t-1} + u_t
+        nisa.tensor_tensor_scan(dst=out, data0=load(d), data1=load(u), initial=0.0,
+                                op0=nl.multiply, op1=nl.add)
+        return store(out)
+
+    h, want = np.zeros(8, np.float64), []
+    for t in range(25):
+        h = decay[:, t] * h + inputs[:, t]
+        want.append(h)
+    np.testing.assert_allclose(nki.simulate(kernel)(decay, inputs), np.stack(want, axis=1),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_zeroes_about_prob_and_keeps_values():
+    x = rand(128, 256, low=1.0, high=2.0)
+
+    def kernel(a, prob):
+        out = nl.ndarray((128, 256), nl.float32)
+        nisa.dropout(dst=out, data=load(a), prob=prob)
+        return store(out)
+
+    torch.manual_seed(0)
+    got = nki.simulate(kernel)(x, 0.3)
+    dropped = got == 0
+    assert abs(dropped.mean() - 0.3) < 0.01
+    np.testing.assert_array_equal(got[~dropped], x[~dropped])
+    np.testing.assert_array_equal(nki.simulate(kernel)(x, 0.0), x)
+    assert not nki.simulate(kernel)(x, 1.0).any()
+    torch.manual_seed(0)
+    np.testing.assert_array_equal(nki.simulate(kernel)(x, 0.3), got)
+
+
+BINARY = [(nl.add, np.add), (nl.subtract, np.subtract), (nl.multiply, np.multiply),
+          (nl.divide, np.divide), (nl.maximum, np.maximum), (nl.minimum, np.minimum)]
+UNARY = [(nl.exp, np.exp), (nl.log, np.log), (nl.tanh, np.tanh),
+         (nl.sigmoid, lambda v: 1 / (1 + np.exp(-v))), (nl.relu, lambda v: np.maximum(v, 0)),
+         (nl.gelu, lambda v: torch.nn.functional.gelu(torch.from_numpy(v)).numpy()),
+         (nl.sqrt, np.sqrt), (nl.rsqrt, lambda v: 1 / np.sqrt(v)), (nl.square, np.square),
+         (nl.abs, np.abs), (nl.negative, np.negative), (nl.reciprocal, np.reciprocal)]
+
+
+def test_nl_functions_issue_instructions_and_match_numpy():
+    x, y, col = rand(16, 24, low=0.5), rand(16, 24, low=0.5), rand(16, 1, low=0.5)
+
+    def kernel(a, b, c):
+        ta, tb, tc = nl.load(a), nl.load(b), nl.load(c)
+        outs = [f(ta, tb) for f, _ in BINARY] + [f(ta, 2.0) for f, _ in BINARY]
+        outs += [f(ta, tc) for f, _ in BINARY] + [f(ta) for f, _ in UNARY]
+        outs += [nl.sum(ta, axis=1), nl.max(ta, axis=1), nl.min(ta, axis=1),
+                 nl.mean(ta, axis=1), nl.matmul(ta, tb, transpose_x=True),
+                 nl.transpose(ta), nl.copy(ta, dtype=nl.bfloat16)]
+        res = []
+        for o in outs:
+            out = nl.ndarray(o.shape, o.dtype, buffer=nl.shared_hbm)
+            nl.store(out, o)
+            res.append(out)
+        return res
+
+    got = nki.simulate(kernel)(x, y, col)
+    want = [r(x, y) for _, r in BINARY] + [r(x, np.float32(2)) for _, r in BINARY]
+    want += [r(x, col) for _, r in BINARY] + [r(x) for _, r in UNARY]
+    want += [x.sum(1), x.max(1), x.min(1), x.mean(1), x.T @ y, x.T,
+             torch.from_numpy(x).bfloat16().float().numpy()]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.reshape(w.shape), w, rtol=2e-5, atol=1e-5)
+
+
+def test_views_permute_reshape_broadcast_share_storage():
+    x = rand(8, 6)
+
+    def kernel(a):
+        t = load(a)
+        r = nl.ndarray((8, 2, 3), nl.float32)
+        nisa.tensor_copy(dst=r, src=t.reshape((8, 2, 3)))
+        swapped = nl.ndarray((8, 3, 2), nl.float32)
+        nisa.tensor_copy(dst=swapped, src=r.permute((0, 2, 1)))
+        col = nl.ndarray((8, 1), nl.float32)
+        nisa.tensor_copy(dst=col, src=t[:, 5])
+        wide = nl.ndarray((8, 6), nl.float32)
+        nisa.tensor_copy(dst=wide, src=col.broadcast(1, 6))
+        hb = nl.ndarray((8, 6), nl.float32)
+        nisa.dma_copy(dst=hb, src=a[0:1, :].broadcast(0, 8))
+        return store(r), store(swapped), store(wide), store(hb)
+
+    r, swapped, wide, hb = nki.simulate(kernel)(x)
+    np.testing.assert_array_equal(swapped, x.reshape(8, 2, 3).transpose(0, 2, 1))
+    np.testing.assert_array_equal(r.reshape(8, 6), x)
+    np.testing.assert_array_equal(wide, np.repeat(x[:, 5:6], 6, axis=1))
+    np.testing.assert_array_equal(hb, np.repeat(x[0:1], 8, axis=0))

@@ -1,0 +1,265 @@
+"""Each hardware rule violated once: the error names the rule, the values and the kernel line."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import torch_neuron.nki as nki
+import torch_neuron.nki.isa as nisa
+import torch_neuron.nki.language as nl
+
+HERE = os.path.basename(__file__)
+
+
+def load(x, dtype=None):
+    t = nl.ndarray(x.shape, dtype or x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def raises(error, kernel, *args, match, target="trn2", **options):
+    with pytest.raises(error, match=match) as info:
+        nki.jit(kernel, platform_target=target, **options)(*args)
+    assert HERE in info.value.source, info.value.source
+    return info.value
+
+
+def test_error_names_the_kernel_source_line():
+    def kernel():
+        line[0] = sys._getframe().f_lineno + 1
+        nl.ndarray((256, 4), nl.float32, buffer=nl.sbuf)
+
+    line = [0]
+    err = raises(nki.PartitionLimitError, kernel, match="partition dimension")
+    assert err.source.endswith(f"{HERE}:{line[0]}")
+    assert str(err).startswith(err.source)
+    assert "256" in str(err) and "128" in str(err)
+
+
+def test_matmul_stationary_at_most_128x128():
+    def kernel(a, b):
+        acc = nl.ndarray((256, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b))
+
+    raises(nki.PartitionLimitError, kernel, np.ones((128, 256), np.float32),
+           np.ones((128, 64), np.float32), match="256 partitions|partition dimension")
+
+    def kernel2(a, b):
+        acc = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(a)[:, 0:128].reshape((128, 128)),
+                       moving=load(b))
+        wide = nl.ndarray((128, 200), nl.float32)
+        nisa.memset(dst=wide, value=0)
+        nisa.nc_matmul(dst=acc, stationary=wide, moving=load(b))
+
+    raises(nki.TileSizeError, kernel2, np.ones((128, 128), np.float32),
+           np.ones((128, 64), np.float32), match="stationary free size 200 exceeds 128")
+
+
+def test_matmul_moving_at_most_128x512():
+    def kernel(a, b):
+        acc = nl.ndarray((128, 1024), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b))
+
+    raises(nki.TileSizeError, kernel, np.ones((128, 128), np.float32),
+           np.ones((128, 1024), np.float32), match="moving free size 1024 exceeds 512")
+
+
+def test_matmul_output_stays_in_one_psum_bank():
+    def kernel(a, b):
+        acc = nl.ndarray((128, 1024), nl.float32, buffer=nl.psum)  # two 2 KiB banks
+        nisa.nc_matmul(dst=acc[:, 256:768], stationary=load(a), moving=load(b))
+
+    err = raises(nki.PsumBankError, kernel, np.ones((128, 128), np.float32),
+                 np.ones((128, 512), np.float32), match="crossing a 2048-byte bank boundary")
+    assert "[1024, 3072)" in str(err)
+
+
+def test_psum_capacity_is_eight_2kib_banks_per_partition():
+    def kernel():
+        tiles = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(8)]
+        nl.ndarray((128, 1), nl.float32, buffer=nl.psum)
+        return tiles
+
+    raises(nki.CapacityError, kernel, match="PSUM has 0 of 16384 bytes per partition free")
+
+
+def test_psum_tiles_freed_when_out_of_scope_are_reused():
+    def kernel():
+        for _ in range(40):
+            t = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+            nisa.memset(dst=t, value=0)
+        return None
+
+    nki.jit(kernel)()
+    addresses = {r.writes[0].address for r in kernel_records(kernel)}
+    assert len(addresses) <= 2  # the allocator hands the freed bank to the next tile
+
+
+def kernel_records(fn):
+    return nki.run(fn).records
+
+
+@pytest.mark.parametrize("target,per_partition", [("trn1", 192 * 1024), ("trn2", 224 * 1024),
+                                                  ("trn3", 256 * 1024)])
+def test_sbuf_capacity_per_partition_per_neuroncore_version(target, per_partition):
+    def fits():
+        nl.ndarray((128, per_partition // 4), nl.float32)
+
+    def too_big():
+        nl.ndarray((128, per_partition // 4 + 1), nl.float32)
+
+    nki.jit(fits, platform_target=target)()
+    err = raises(nki.CapacityError, too_big, target=target, match="SBUF has")
+    assert f"of {per_partition} bytes per partition" in str(err)
+
+
+def test_matmul_dtype_rules():
+    a, b = np.ones((128, 64), np.float32), np.ones((128, 64), np.float32)
+
+    def fp32_with_bf16(a, b):
+        acc = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b, nl.bfloat16))
+
+    raises(nki.DtypeError, fp32_with_bf16, a, b, match="the other must be too")
+
+    def int_inputs(a, b):
+        acc = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(a, nl.int32), moving=load(b, nl.int32))
+
+    raises(nki.DtypeError, int_inputs, a, b, match="stationary is int32")
+
+    def bf16_psum(a, b):
+        acc = nl.ndarray((64, 64), nl.bfloat16, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b))
+
+    raises(nki.DtypeError, bf16_psum, a, b, match="must be float32 on NeuronCore-v3")
+    nki.jit(bf16_psum, platform_target="trn3")(a, b)  # NeuronCore-v4 accepts a bf16 PSUM
+
+
+def test_instruction_dtype_rules():
+    x = np.ones((16, 8), np.float32)
+
+    def transpose_changes_dtype(a):
+        out = nl.ndarray((8, 16), nl.bfloat16, buffer=nl.psum)
+        nisa.nc_transpose(dst=out, data=load(a))
+
+    raises(nki.DtypeError, transpose_changes_dtype, x, match="keeps the dtype")
+
+    def bitvec_on_floats(a):
+        out = nl.ndarray((16, 8), nl.float32)
+        nisa.tensor_tensor(dst=out, data1=load(a), data2=load(a), op=nl.bitwise_and)
+
+    raises(nki.DtypeError, bitvec_on_floats, x, match="needs integer tiles")
+
+    def scale_not_fp32(a):
+        out = nl.ndarray((16, 8), nl.float32)
+        nisa.activation(dst=out, op=nl.exp, data=load(a), scale=load(a[:, 0:1], nl.bfloat16))
+
+    raises(nki.DtypeError, scale_not_fp32, x, match="scale .* must be float32")
+
+    def fp8_double_row_on_trn1(a):
+        acc = nl.ndarray((4, 4), nl.float32, buffer=nl.psum)
+        st = load(a.reshape((16, 2, 4)), nl.float8_e4m3)
+        nisa.nc_matmul(dst=acc, stationary=st, moving=st,
+                       perf_mode=nisa.matmul_perf_mode.double_row)
+
+    raises(nki.UnsupportedError, fp8_double_row_on_trn1, x, target="trn1",
+           match="needs NeuronCore-v3")
+
+
+def test_memory_space_rules():
+    x = np.ones((16, 8), np.float32)
+
+    def compute_on_hbm(a):
+        out = nl.ndarray((16, 8), nl.float32)
+        nisa.tensor_copy(dst=out, src=a)
+
+    raises(nki.MemorySpaceError, compute_on_hbm, x, match="is in HBM")
+
+    def matmul_from_psum(a):
+        p = nl.ndarray((16, 8), nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=p, src=load(a))
+        acc = nl.ndarray((8, 8), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=p, moving=load(a))
+
+    raises(nki.MemorySpaceError, matmul_from_psum, x, match="needs it in sbuf")
+
+    def dma_from_psum(a):
+        p = nl.ndarray((16, 8), nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=p, src=load(a))
+        out = nl.ndarray((16, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=p)
+
+    raises(nki.MemorySpaceError, dma_from_psum, x, match="src .* is in psum")
+
+    def gpsimd_reads_psum(a):
+        p = nl.ndarray((16, 8), nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=p, src=load(a))
+        out = nl.ndarray((16, 8), nl.float32)
+        nisa.tensor_copy(dst=out, src=p, engine=nisa.engine.gpsimd)
+
+    raises(nki.MemorySpaceError, gpsimd_reads_psum, x, match="GpSimd Engine cannot access")
+
+
+def test_out_of_bounds_access():
+    x = np.ones((128, 64), np.float32)
+
+    def slice_past_end(a):
+        load(a)[:, 32:96]
+
+    err = raises(nki.OutOfBoundsError, slice_past_end, x, match="outside")
+    assert "[32, 96)" in str(err) and "size 64" in str(err)
+
+    def ds_past_end(a):
+        t = nl.ndarray((8, 64), nl.float32)
+        nisa.dma_copy(dst=t, src=a[nl.ds(124, 8), :])
+
+    raises(nki.OutOfBoundsError, ds_past_end, x, match=r"nl.ds\(124, 8\)")
+
+
+def test_reading_memory_never_written():
+    x = np.ones((16, 8), np.float32)
+
+    def half_written(a):
+        t = nl.ndarray((16, 8), nl.float32)
+        nisa.dma_copy(dst=t[:, 0:4], src=a[:, 0:4])
+        out = nl.ndarray((16, 8), nl.float32)
+        nisa.tensor_copy(dst=out, src=t)
+        res = nl.ndarray((16, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=res, src=out)
+        return res
+
+    raises(nki.UninitializedReadError, half_written, x, match="64 of 128 elements")
+    # uninitialized="nan": reads give NaN, as in AWS's simulator
+    got = nki.jit(half_written, uninitialized="nan")(x)
+    np.testing.assert_array_equal(got[:, :4], 1)
+    assert np.isnan(got[:, 4:]).all()
+
+    def partial_output(a):
+        res = nl.ndarray((16, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=res[0:8], src=load(a)[0:8])
+        return res
+
+    with pytest.raises(nki.UninitializedReadError, match="returned .* 64 of 128 elements"):
+        nki.simulate(partial_output)(x)
+
+
+def test_lnc_degree_per_neuroncore_version():
+    def kernel(a):
+        out = nl.ndarray((2, 4), nl.float32, buffer=nl.shared_hbm)
+        i = nl.program_id()
+        t = nl.ndarray((1, 4), nl.float32)
+        nisa.dma_copy(dst=t, src=a[i:i + 1])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=float(nl.num_programs()))
+        nisa.dma_copy(dst=out[i:i + 1], src=t)
+        return out
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    with pytest.raises(nki.NkiValidationError, match="supports LNC degrees 1..1"):
+        nki.jit(kernel, platform_target="trn1")[2](x)
+    run = nki.jit(kernel, platform_target="trn2")[2].run(x)
+    np.testing.assert_array_equal(run.result, 2 * x)
+    assert {r.core for r in run.records} == {0, 1}

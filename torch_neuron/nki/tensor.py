@@ -438,7 +438,14 @@ class NkiTensor:
         return math.prod(self.shape[1:]) if self.on_chip else self.size
 
     def region(self) -> Region:
-        """The bytes of the buffer this view covers (Note [Instruction records])."""
+        """The bytes of the buffer this view covers (Note [Instruction records]); a view's
+        region never changes, so it is computed once."""
+        cached = self.__dict__.get("_region")
+        if cached is None:
+            cached = self._region = self._compute_region()
+        return cached
+
+    def _compute_region(self) -> Region:
         base = self._storage.data
         item = base.itemsize
         offset = (self._data.__array_interface__["data"][0]

@@ -420,3 +420,40 @@ def test_views_permute_reshape_broadcast_share_storage():
     np.testing.assert_array_equal(r.reshape(8, 6), x)
     np.testing.assert_array_equal(wide, np.repeat(x[:, 5:6], 6, axis=1))
     np.testing.assert_array_equal(hb, np.repeat(x[0:1], 8, axis=0))
+
+
+@pytest.mark.parametrize("dtype,torch_dtype", [(nl.bfloat16, torch.bfloat16),
+                                               (nl.float16, torch.float16),
+                                               (nl.float8_e4m3fn, torch.float8_e4m3fn),
+                                               (nl.float8_e5m2, torch.float8_e5m2)])
+def test_writes_round_to_nearest_even_like_torch(dtype, torch_dtype):
+    # magnitudes across the normal and subnormal ranges of each format, and exact ties
+    mags = np.logspace(-9, 2.5, 128 * 64).astype(np.float32).reshape(128, 64)
+    x = mags * np.where(RNG.random((128, 64)) > 0.5, 1, -1).astype(np.float32)
+    x[0, :4] = [1.00390625, 1.01171875, 2.5, 3.5]  # ties for bf16 (8 and 24 * 2^-11) and fp8
+
+    def kernel(a):
+        t = nl.ndarray((128, 64), dtype)
+        nisa.tensor_copy(dst=t, src=load(a))
+        back = nl.ndarray((128, 64), nl.float32)
+        nisa.tensor_copy(dst=back, src=t)
+        return store(back), store(t)
+
+    via_fp32, narrow = nki.simulate(kernel)(torch.from_numpy(x))  # CPU torch in, CPU torch out
+    want = torch.from_numpy(x).to(torch_dtype)
+    assert narrow.dtype == torch_dtype and narrow.device.type == "cpu"
+    assert torch.equal(via_fp32, want.float())
+    assert torch.equal(narrow.float(), want.float())
+
+
+@pytest.mark.parametrize("target,sbuf_kib", [("trn1", 192), ("trn2", 224), ("trn3", 256)])
+def test_tile_size_constants_follow_the_target(target, sbuf_kib):
+    def kernel():
+        ts = nl.tile_size
+        return (ts.pmax, ts.gemm_stationary_fmax, ts.gemm_moving_fmax, ts.psum_bank_fmax,
+                ts.psum_num_banks, ts.bn_stats_fmax, ts.sbuf_fmax_bytes,
+                nisa.get_nc_version().value)
+
+    got = nki.jit(kernel, platform_target=target)()
+    version = {"trn1": 2, "trn2": 3, "trn3": 4}[target]
+    assert got == (128, 128, 512, 512, 8, 512, sbuf_kib * 1024, version)

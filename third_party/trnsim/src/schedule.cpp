@@ -268,27 +268,39 @@ Region slice(const Region& r, int i, int tiles) {
           r.begin + static_cast<uint64_t>(length * (i + 1) / tiles)};
 }
 
-bool is_compute(const Work& work) {
-  return std::holds_alternative<Streaming>(work.what) || std::holds_alternative<Matmul>(work.what) ||
-         std::holds_alternative<Gather>(work.what) ||
-         std::holds_alternative<Attention>(work.what) ||
-         std::holds_alternative<FusedKernel>(work.what);
+bool is_compute(const WorkTime& time) {
+  const OpCost& cost = time.cost;
+  if (cost.engine_ns[static_cast<int>(Engine::Dma)] > 0) return false;
+  if (cost.hbm_ns > 0) return true;
+  for (int e = 0; e < kComputeEngines; ++e) {
+    if (cost.engine_ns[e] > 0) return true;
+  }
+  return false;
 }
+
+uint64_t region_bytes(const Region& r) { return r.end > r.begin ? r.end - r.begin : 0; }
 
 }  // namespace
 
 size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, int tiles,
                 uint32_t source) {
-  const WorkTime time = time_of(schedule.instance(), work);
+  return add_work(schedule, time_of(schedule.instance(), work), regions, tiles, source);
+}
+
+size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regions, int tiles,
+                uint32_t source) {
   size_t added = 0;
-  if (!is_compute(work)) {
+  if (!is_compute(time)) {
     Instruction transfer;
     transfer.engine = Engine::Dma;
+    transfer.queue = schedule.next_dma_queue();
     transfer.duration_ns = time.duration_ns;
     transfer.reads = regions.tiled_reads;
     transfer.reads.insert(transfer.reads.end(), regions.whole_reads.begin(),
                           regions.whole_reads.end());
     transfer.writes = regions.writes;
+    transfer.writes.insert(transfer.writes.end(), regions.whole_writes.begin(),
+                           regions.whole_writes.end());
     transfer.source = source;
     schedule.add(std::move(transfer));
     return 1;
@@ -304,6 +316,7 @@ size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, 
     for (const Region& r : regions.tiled_reads) reads.push_back(slice(r, i, tiles));
     reads.insert(reads.end(), regions.whole_reads.begin(), regions.whole_reads.end());
     for (const Region& r : regions.writes) writes.push_back(slice(r, i, tiles));
+    writes.insert(writes.end(), regions.whole_writes.begin(), regions.whole_writes.end());
     if (!regions.tile_scratch.empty()) writes.push_back(regions.tile_scratch[i]);
     for (int e = 0; e < kComputeEngines; ++e) {
       if (cost.engine_ns[e] <= 0) continue;
@@ -323,7 +336,7 @@ size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, 
     if (bytes > 0) {
       Instruction dma;
       dma.engine = Engine::Dma;
-      dma.queue = i % schedule.dma_queues();
+      dma.queue = schedule.next_dma_queue();
       dma.bytes = bytes;
       dma.reads = std::move(reads);
       dma.writes = std::move(writes);
@@ -334,6 +347,50 @@ size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, 
     }
   }
   return added;
+}
+
+OpProgram::OpProgram(const InstanceSpec& instance)
+    : schedule_(instance, instance.chip->dma_engines_per_core *
+                              instance.physical_cores_per_logical()),
+      sbuf_buffers_(std::max<uint64_t>(
+          1, instance.chip->sbuf_bytes_per_core *
+                 static_cast<uint64_t>(instance.physical_cores_per_logical()) /
+                 (2 * kProgramTileBytes))) {}
+
+void OpProgram::add_op(const WorkTime& time, const std::vector<Region>* inputs,
+                       const std::vector<Region>* outputs, const std::string& source) {
+  ++ops_;
+  const uint32_t tag = schedule_.source(source);
+  OpRegions regions;
+  if (inputs == nullptr || outputs == nullptr) {
+    regions.whole_reads = {kEverything};
+    regions.writes = {kEverything};
+    add_work(schedule_, time, regions, 1, tag);
+    return;
+  }
+  uint64_t largest = 0;
+  for (const Region& r : *outputs) largest = std::max(largest, region_bytes(r));
+  const int tiles = static_cast<int>(std::clamp<uint64_t>(
+      (largest + kProgramTileBytes - 1) / kProgramTileBytes, 1, kMaxOpTiles));
+  const bool tensor_engine = time.cost.engine_ns[static_cast<int>(Engine::Tensor)] > 0;
+  for (const Region& r : *inputs) {
+    const bool tiled = !tensor_engine && tiles > 1 && region_bytes(r) >= largest;
+    (tiled ? regions.tiled_reads : regions.whole_reads).push_back(r);
+  }
+  for (const Region& r : *outputs) {
+    if (region_bytes(r) == largest || tiles == 1) {
+      regions.writes.push_back(r);
+    } else {
+      regions.whole_writes.push_back(r);
+    }
+  }
+  if (is_compute(time)) {
+    for (int i = 0; i < tiles; ++i) {
+      const uint64_t b = (next_buffer_++ % sbuf_buffers_) * kProgramTileBytes;
+      regions.tile_scratch.push_back({kSbufSpace, b, b + kProgramTileBytes});
+    }
+  }
+  add_work(schedule_, time, regions, tiles, tag);
 }
 
 }  // namespace trnsim

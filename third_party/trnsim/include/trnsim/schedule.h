@@ -95,6 +95,8 @@ class Schedule {
   size_t add(Instruction instruction);
   // A fresh group id for instructions that pipeline among themselves.
   uint64_t new_group() { return ++groups_; }
+  // The DMA queues in turn (where a program spreads its transfers).
+  int next_dma_queue() { return next_queue_++ % dma_queues_; }
 
   size_t size() const { return instructions_.size(); }
   const Instruction& instruction(size_t i) const { return instructions_[i]; }
@@ -122,6 +124,7 @@ class Schedule {
   const InstanceSpec* instance_;
   int dma_queues_;
   uint64_t groups_ = 0;
+  uint64_t next_queue_ = 0;
   std::vector<Instruction> instructions_;
   std::vector<uint64_t> group_of_;  // resolved group of each instruction
   std::vector<std::vector<uint32_t>> deps_;
@@ -136,15 +139,15 @@ class Schedule {
 // time on that engine (time_of()'s per-engine cost, so an op has one cost whether it is timed
 // alone or scheduled), and one DMA transfer moves 1/tiles of its HBM traffic. The instructions
 // of one tile form a group: within a tile the op's engines and DMA pipeline as time_of()
-// assumes (the kernel double-buffers), so an op alone (tiles = 1) schedules in exactly
-// max(engines, HBM), and time_of()'s duration is kLaunchOverheadNs + that. Tile i reads
-// slice i of its `tiled_reads` and all of its `whole_reads` (a matmul's right operand, a
-// broadcast operand), and writes slice i of its `writes`, so a consumer's tile waits only for
-// the producer tiles it reads. Transfers of tile i go on DMA queue i % dma_queues. Work that is
-// not compute (a copy, a host round trip, a collective) is one fixed-duration transfer on DMA
-// queue 0 reading and writing its whole regions.
+// assumes (the kernel double-buffers), so an op alone schedules in exactly max(engines, HBM),
+// and time_of()'s duration is kLaunchOverheadNs + that. Tile i reads slice i of its
+// `tiled_reads` and all of its `whole_reads` (a matmul's operands, a broadcast operand), and
+// writes slice i of its `writes`, so a consumer's tile waits only for the producer tiles it
+// reads. Transfers take the DMA queues in turn. Work that is not compute (a copy, a host round
+// trip, a collective) is one fixed-duration transfer reading and writing its whole regions.
 struct OpRegions {
   std::vector<Region> tiled_reads, whole_reads, writes;
+  std::vector<Region> whole_writes;  // written whole by every tile (a reduction's result)
   // Empty, or one region per tile that tile i also writes (its SBUF buffer: buffers reused
   // across ops make a tile wait until the earlier tile of that buffer is done).
   std::vector<Region> tile_scratch;
@@ -152,5 +155,45 @@ struct OpRegions {
 // Appends `work` as above; returns the number of instructions added.
 size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, int tiles,
                 uint32_t source);
+// The same for work already timed (time_of(instance, work)): compute work unless it occupies
+// the DMA engines for a fixed time or nothing at all (copies, host round trips, collectives).
+size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regions, int tiles,
+                uint32_t source);
+
+// Note [Ops as tiles]
+// A program of ops launched together (a compiled graph) on one core, scheduled on its engines:
+//   - an op is cut into tiles of kProgramTileBytes of its largest output, at most
+//     kMaxOpTiles (assumption: a tile of 128 partitions x kStreamTileElements fp32, the size
+//     streaming_engine.h assumes an eager op streams in);
+//   - inputs at least as large as that output are read tile by tile (elementwise operands,
+//     a row reduction's input); smaller inputs (broadcast operands) and every input of TensorE
+//     work (matmul, attention, convolution: a tile of output rows reads all of the right
+//     operand) are read whole; outputs of the largest size are written tile by tile, smaller
+//     ones (a reduction's result) whole by every tile;
+//   - each tile holds an SBUF buffer from a ring of SBUF / (2 x kProgramTileBytes) buffers
+//     (assumption: an input and an output tile each; SBUF size from the architecture guides,
+//     instance.cpp), so at most that many tiles are in flight;
+//   - transfers spread over one DMA queue per DMA engine of the core (16 per physical core,
+//     NKI DMA bandwidth guide; instance.cpp), in turn;
+//   - an op whose operands are not known reads and writes everything (a barrier).
+constexpr uint32_t kSbufSpace = 1;  // the address space of OpProgram's SBUF buffers
+constexpr uint64_t kProgramTileBytes = kEngineLanes * kStreamTileElements * 4;
+constexpr int kMaxOpTiles = 256;
+
+class OpProgram {
+ public:
+  explicit OpProgram(const InstanceSpec& instance);
+  // Appends one op (its time from time_of()); `inputs`/`outputs` null: unknown operands.
+  void add_op(const WorkTime& time, const std::vector<Region>* inputs,
+              const std::vector<Region>* outputs, const std::string& source);
+  Schedule& schedule() { return schedule_; }
+  size_t ops() const { return ops_; }
+
+ private:
+  Schedule schedule_;
+  uint64_t sbuf_buffers_;
+  uint64_t next_buffer_ = 0;
+  size_t ops_ = 0;
+};
 
 }  // namespace trnsim

@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 
-from torch_neuron.nki import dtypes
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
                                      PartitionLimitError, PsumBankError, ShapeError,
                                      TileSizeError, UninitializedReadError, UnsupportedError,
@@ -829,5 +828,3 @@ def __getattr__(name):
         return missing
     raise AttributeError(f"module 'nki.isa' has no attribute {name!r}")
 
-
-NkiValidationError = NkiValidationError

@@ -233,10 +233,6 @@ class DynamicSlice:
         return f"nl.ds({self.start}, {self.size})"
 
 
-def _index_error(what: str) -> OutOfBoundsError:
-    return OutOfBoundsError(what)
-
-
 class NkiTensor:
     """A view of a tensor in HBM, SBUF or PSUM. Dim 0 of an on-chip tensor is its partition
     dimension."""
@@ -287,10 +283,11 @@ class NkiTensor:
     def __getitem__(self, key) -> "NkiTensor":
         if not isinstance(key, tuple):
             key = (key,)
-        if sum(k is Ellipsis for k in key) > 1:
+        ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+        if len(ellipses) > 1:
             raise OutOfBoundsError("an index may contain one Ellipsis")
-        if Ellipsis in [k for k in key if k is Ellipsis]:
-            i = next(i for i, k in enumerate(key) if k is Ellipsis)
+        if ellipses:
+            i = ellipses[0]
             key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1:]
         if len(key) > self.ndim:
             raise OutOfBoundsError(f"{len(key)} indices for a {self.ndim}-d tensor {self.shape}")
@@ -326,7 +323,14 @@ class NkiTensor:
                 raise UnsupportedError(f"index {k!r} (use ints, slices, nl.ds or ...); "
                                        f"nl.arange/nl.mgrid indexing was removed from NKI")
         index = tuple(index)
-        return self._view(self._data[index], self._written[index])
+        data, written = self._data[index], self._written[index]
+        # On chip a view keeps its partition dim and is at least 2-D; in HBM at least 1-D
+        # (AWS's NkiTensor.__getitem__).
+        want = 2 if self.on_chip else 1
+        if data.ndim < want:
+            shape = data.shape + (1,) * (want - data.ndim)
+            data, written = data.reshape(shape), written.reshape(shape)
+        return self._view(data, written)
 
     def __setitem__(self, key, value):
         """`t[...] = tile` is a tensor_copy, `t[...] = scalar` a memset (set by nki.isa)."""

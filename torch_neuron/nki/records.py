@@ -32,6 +32,17 @@ class Region:
     partitions: Optional[tuple[int, int]]
     address: tuple[int, int]
 
+    def linear(self, core: int = 0) -> tuple[int, int, int]:
+        """(address space, begin, end) as trnsim's scheduler takes regions (1-D byte ranges,
+        schedule.h). HBM buffers share space 0, each at its own 2^40-byte base; SBUF and PSUM
+        of logical core `core` are spaces 16 + 2 * core and 17 + 2 * core, their per-partition
+        byte range taken for all partitions (conservative: two tiles on disjoint partitions
+        of the same bytes are ordered)."""
+        if self.partitions is None:
+            base = self.buffer << 40
+            return (0, base + self.address[0], base + self.address[1])
+        return (16 + 2 * core + (self.space == "psum"), self.address[0], self.address[1])
+
     def overlaps(self, other: "Region") -> bool:
         if self.space != other.space:
             return False

@@ -43,6 +43,10 @@ const std::vector<Spec>& build_table() {
        "the first N NeuronCores (0: all); NEURON_RT_VISIBLE_CORES wins when both are set"},
       {"NEURON_LOGICAL_NC_CONFIG", Type::Int, "", "",
        "physical NeuronCores per logical core (device): Trainium2 2 (default) or 1"},
+      // NKI's (aws-neuron-sdk nki/guides/nki_simulator.rst, "Target Platform").
+      {"NEURON_PLATFORM_TARGET_OVERRIDE", Type::Text, "", "",
+       "NeuronCore an NKI kernel targets: trn1|inf2|gen2, trn2|gen3 or trn3|gen4 (default: "
+       "the simulated instance's; @nki.jit(platform_target=...) wins)"},
       // TorchNeuron's.
       {"TORCH_NEURONX_COMPLEX_DECOMPOSE", Type::Bool, "1", "",
        "0: every op on a complex tensor falls back to the CPU (torch_neuron.set_complex_decompose)"},

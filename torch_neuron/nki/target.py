@@ -54,11 +54,19 @@ _BY_CORE = {t.core: t.name for t in TARGETS.values()}
 
 
 def resolve(platform_target) -> Target:
-    """`None` is the NeuronCore of the simulated instance (TORCH_NEURON_INSTANCE; the default
-    trn2.3xlarge has NeuronCore-v3), else a name accepted by NKI's platform_target."""
+    """A name accepted by NKI's platform_target; `None` is NEURON_PLATFORM_TARGET_OVERRIDE
+    when set (as in AWS's simulator), else the NeuronCore of the simulated instance
+    (TORCH_NEURON_INSTANCE; the default trn2.3xlarge has NeuronCore-v3)."""
     if platform_target is None:
         from torch_neuron import _C
 
+        override = _C._setting("NEURON_PLATFORM_TARGET_OVERRIDE")
+        if override:
+            name = _ALIASES.get(override, override)
+            if name not in TARGETS:
+                raise ValueError(f"NEURON_PLATFORM_TARGET_OVERRIDE={override!r} is not an NKI "
+                                 f"target: use one of {', '.join(list(TARGETS) + list(_ALIASES))}")
+            return TARGETS[name]
         core = _C._instance_info()["core_version"]
         return TARGETS[_BY_CORE.get(core, "trn2")]
     if isinstance(platform_target, Target):

@@ -458,3 +458,19 @@ def test_tile_size_constants_follow_the_target(target, sbuf_kib):
     got = nki.jit(kernel, platform_target=target)()
     version = {"trn1": 2, "trn2": 3, "trn3": 4}[target]
     assert got == (128, 128, 512, 512, 8, 512, sbuf_kib * 1024, version)
+
+
+def test_neuron_platform_target_override_selects_the_default_target(monkeypatch):
+    def kernel():
+        return nisa.get_nc_version().value, nl.tile_size.sbuf_fmax_bytes
+
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")  # as AWS's examples do
+    assert nki.simulate(kernel)() == (2, 192 * 1024)
+    assert nki.jit(kernel, platform_target="trn3")() == (4, 256 * 1024)  # the argument wins
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn9")
+    with pytest.raises(ValueError, match="NEURON_PLATFORM_TARGET_OVERRIDE='trn9'"):
+        nki.simulate(kernel)()
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE")
+    import torch_neuron
+    core = torch_neuron._C._instance_info()["core_version"]  # NeuronCore-v3 on trn2.3xlarge
+    assert nki.simulate(kernel)()[0] == int(core[-1])

@@ -20,7 +20,7 @@ enforces the hardware's rules (errors name the kernel line) and leaves an Instru
 With the optional `compat/nki` distribution installed, `import nki` is this package.
 """
 
-from torch_neuron.nki import isa, language
+from torch_neuron.nki import isa, language, typing
 from torch_neuron.nki.errors import (CapacityError, DtypeError, MemorySpaceError,
                                      NkiValidationError, OutOfBoundsError, PartitionLimitError,
                                      PsumBankError, ShapeError, TileSizeError,
@@ -31,7 +31,8 @@ from torch_neuron.nki.tensor import KernelRun, NkiTensor
 
 __all__ = [
     "jit", "simulate", "run", "Kernel", "KernelRun", "NkiTensor", "InstructionRecord",
-    "Operand", "Region", "isa", "language", "NkiValidationError", "PartitionLimitError",
-    "TileSizeError", "CapacityError", "PsumBankError", "DtypeError", "MemorySpaceError",
-    "ShapeError", "OutOfBoundsError", "UninitializedReadError", "UnsupportedError",
+    "Operand", "Region", "isa", "language", "typing", "NkiValidationError",
+    "PartitionLimitError", "TileSizeError", "CapacityError", "PsumBankError", "DtypeError",
+    "MemorySpaceError", "ShapeError", "OutOfBoundsError", "UninitializedReadError",
+    "UnsupportedError",
 ]

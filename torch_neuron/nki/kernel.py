@@ -13,14 +13,16 @@ other (AWS's simulator uses threads); on NeuronCore-v2 only n = 1 exists
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
 from torch_neuron.nki import dtypes
 from torch_neuron.nki import target as targets
-from torch_neuron.nki.errors import NkiValidationError, UninitializedReadError
+from torch_neuron.nki.errors import NkiValidationError, ShapeError, UninitializedReadError
 from torch_neuron.nki.tensor import (KernelRun, MemoryRegion, NkiTensor, pop_run, push_run,
                                      wrap_input)
+from torch_neuron.nki.typing import TensorAnnotation
 
 _UNINITIALIZED = ("error", "nan")
 
@@ -141,6 +143,7 @@ class Kernel:
 
             wrapped_args = [wrap(i, a) for i, a in enumerate(args)]
             wrapped_kwargs = {k: wrap(k, a) for k, a in kwargs.items()}
+            self._check_annotations(wrapped_args, wrapped_kwargs)
             result = None
             for program in range(self.lnc):
                 if program:
@@ -155,6 +158,20 @@ class Kernel:
             pop_run()
         self.last_run = run
         return run
+
+
+    def _check_annotations(self, args, kwargs):
+        """Arguments annotated `nt.tensor[shape]` (nki.typing) must have that shape."""
+        annotations = getattr(self.fn, "__annotations__", {})
+        if not any(isinstance(a, TensorAnnotation) for a in annotations.values()):
+            return
+        bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
+        for name, value in bound.items():
+            want = annotations.get(name)
+            if isinstance(want, TensorAnnotation) and want.shape is not None and \
+                    isinstance(value, NkiTensor) and value.shape != want.shape:
+                raise ShapeError(f"argument {name} has shape {value.shape} but the kernel "
+                                 f"declares {want!r}")
 
 
 def jit(fn=None, **kwargs):

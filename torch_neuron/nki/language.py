@@ -8,6 +8,8 @@ so they are checked and recorded like the instructions themselves.
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from torch_neuron.nki import isa as _isa
@@ -277,9 +279,43 @@ def matmul(x, y, transpose_x=False) -> NkiTensor:
     return out
 
 
+def broadcast_to(x, shape, dtype=None) -> NkiTensor:
+    """numpy-style broadcast of a tile into a new SBUF tile. Free dims: a copy of a broadcast
+    view (VectorE). The partition dim (1 -> P): a TensorE matmul of a [1, P] ones stationary
+    with the row as moving, 512 columns per PSUM bank, as the architecture guide's "Tensor
+    Engine alternative use" broadcasts across partitions (assumption: the compiler's choice of
+    instructions is not documented)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != x.ndim or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
+        raise _ShapeError(f"nl.broadcast_to: {x.shape} cannot broadcast to {shape} (same rank; "
+                          f"each dim equal or 1)")
+    if shape == x.shape and dtype in (None, x.dtype):
+        return x
+    src = x
+    for dim in range(1, x.ndim):
+        if x.shape[dim] != shape[dim]:
+            src = src.broadcast(dim, shape[dim])
+    out = ndarray(shape, dtype or x.dtype, buffer=sbuf)
+    if x.shape[0] == shape[0]:
+        _isa.tensor_copy(dst=out, src=src)
+        return out
+    row = ndarray((1,) + shape[1:], float32, buffer=sbuf)
+    _isa.tensor_copy(dst=row, src=src)
+    ones = ndarray((1, shape[0]), float32, buffer=sbuf)
+    _isa.memset(dst=ones, value=1.0)
+    flat_row, flat_out = row.reshape((1, row.free_size)), out.reshape((shape[0], row.free_size))
+    bank = tile_size.psum_bank_fmax
+    for start in range(0, row.free_size, bank):
+        n = builtins.min(bank, row.free_size - start)
+        acc = ndarray((shape[0], n), float32, buffer=psum)
+        _isa.nc_matmul(dst=acc, stationary=ones, moving=flat_row[:, start:start + n])
+        _isa.tensor_copy(dst=flat_out[:, start:start + n], src=acc)
+    return out
+
+
 _NOT_IMPLEMENTED = ("fori_loop", "while_loop", "shared_constant", "shared_identity_matrix",
                     "rand", "random_seed", "gather_flattened", "load_transpose2d", "softmax",
-                    "rms_norm", "where", "broadcast_to", "expand_dims", "var", "all",
+                    "rms_norm", "where", "expand_dims", "var", "all",
                     "no_reorder", "dropout")
 
 

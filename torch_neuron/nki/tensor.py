@@ -415,11 +415,44 @@ class NkiTensor:
         key[dim] = int(index)
         return self[tuple(key)]
 
-    def _unsupported(self, *args, **kwargs):
-        raise UnsupportedError("access patterns (.ap), dtype views, vector_select and tensor "
-                               "indirection are not implemented yet")
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None,
+           indirect_dim=0, dtype=None) -> "NkiTensor":
+        """An explicit access pattern `[[stride, count], ...]` over the storage, in elements
+        from the view's start (plus `offset`), like torch.as_strided. On chip the first pair
+        steps over partitions (its stride a multiple of the elements per partition)."""
+        if scalar_offset is not None or vector_offset is not None or dtype is not None:
+            raise UnsupportedError(".ap() with scalar_offset, vector_offset or dtype (indirect "
+                                   "access, reinterpreting) is not implemented yet")
+        pattern = [(int(stride), int(count)) for stride, count in pattern]
+        if not pattern or any(count <= 0 for _, count in pattern):
+            raise ShapeError(f".ap({pattern}): counts must be positive")
+        base = self._storage.data
+        item = base.itemsize
+        start = (self._data.__array_interface__["data"][0]
+                 - base.__array_interface__["data"][0]) // item + int(offset or 0)
+        lo = start + sum(min(0, (c - 1) * s) for s, c in pattern)
+        hi = start + sum(max(0, (c - 1) * s) for s, c in pattern)
+        if lo < 0 or hi >= base.size:
+            raise OutOfBoundsError(f".ap({[list(p) for p in pattern]}, offset={offset}) on "
+                                   f"{self!r} addresses elements [{lo}, {hi}] of a storage of "
+                                   f"{base.size}")
+        per_partition = math.prod(base.shape[1:])
+        if self.on_chip and pattern[0][0] % per_partition and pattern[0][1] > 1:
+            raise ShapeError(f".ap(): the first stride {pattern[0][0]} of an on-chip tensor "
+                             f"must step whole partitions ({per_partition} elements)")
+        shape = tuple(c for _, c in pattern)
+        strides = tuple(s * item for s, _ in pattern)
+        flat_data, flat_written = base.reshape(-1), self._storage.written.reshape(-1)
+        data = np.lib.stride_tricks.as_strided(flat_data[start:], shape, strides)
+        written = np.lib.stride_tricks.as_strided(
+            flat_written[start:], shape, tuple(s * flat_written.itemsize for s, _ in pattern))
+        return self._view(data, written)
 
-    ap = view = reinterpret_cast = vector_select = indirect = rearrange = _unsupported
+    def _unsupported(self, *args, **kwargs):
+        raise UnsupportedError("dtype views, vector_select, rearrange and tensor indirection "
+                               "are not implemented yet")
+
+    view = reinterpret_cast = vector_select = indirect = rearrange = _unsupported
 
     def is_contiguous(self) -> bool:
         data = self._data[0] if self.on_chip else self._data

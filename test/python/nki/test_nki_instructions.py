@@ -474,3 +474,49 @@ def test_neuron_platform_target_override_selects_the_default_target(monkeypatch)
     import torch_neuron
     core = torch_neuron._C._instance_info()["core_version"]  # NeuronCore-v3 on trn2.3xlarge
     assert nki.simulate(kernel)()[0] == int(core[-1])
+
+
+def test_access_pattern_view_pools_windows():
+    x = rand(4, 8, 8)
+
+    def kernel(a):
+        t = load(a)
+        # [partition, out row, out col, window row, window col] over a [4, 8, 8] tile
+        windows = t.ap([[64, 4], [16, 4], [2, 4], [8, 2], [1, 2]])
+        return store(nl.sum(windows, axis=[3, 4]))
+
+    want = x.reshape(4, 4, 2, 4, 2).sum(axis=(2, 4))
+    np.testing.assert_allclose(nki.simulate(kernel)(x), want, rtol=1e-5)
+
+    def past_the_end(a):
+        load(a).ap([[64, 4], [1, 65]])
+
+    with pytest.raises(nki.OutOfBoundsError, match="addresses elements"):
+        nki.simulate(past_the_end)(x)
+
+
+def test_broadcast_to_free_and_partition_dims():
+    row, col = rand(1, 600), rand(16, 1)
+
+    def kernel(r, c):
+        wide = nl.broadcast_to(load(r), (96, 600))    # across partitions: TensorE, 2 banks
+        tall = nl.broadcast_to(load(c), (16, 5))      # along the free dim: VectorE copy
+        return store(wide), store(tall)
+
+    run = nki.run(kernel, row, col)
+    wide, tall = run.result
+    np.testing.assert_array_equal(wide, np.repeat(row, 96, axis=0))
+    np.testing.assert_array_equal(tall, np.repeat(col, 5, axis=1))
+    assert [r.name for r in run.records].count("nc_matmul") == 2
+
+
+def test_nki_typing_annotations_check_shapes():
+    import torch_neuron.nki.typing as nt
+
+    @nki.jit
+    def kernel(a: nt.tensor[4, 8]):
+        return store(load(a))
+
+    np.testing.assert_array_equal(kernel(np.ones((4, 8), np.float32)), 1)
+    with pytest.raises(nki.ShapeError, match=r"declares nt.tensor\[4, 8\]"):
+        kernel(np.ones((4, 9), np.float32))

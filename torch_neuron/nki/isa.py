@@ -374,8 +374,20 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         acc = written
     else:
         acc = np.zeros_like(written)
+    if t.nc_version < 4 and acc.any():
+        # "On NeuronCore-v2 and NeuronCore-v3, matmul accumulating into a PSUM location that
+        # was value-initialized by a non-matmul instruction (e.g., memset, tensor_copy) is not
+        # supported and is undefined behavior on hardware."
+        by_matmul = np.ascontiguousarray(dst.matmul_mask()).reshape(M, N)
+        if (acc & ~by_matmul).any():
+            raise ins.error(NkiValidationError,
+                            f"accumulating into {int((acc & ~by_matmul).sum())} elements of "
+                            f"{dst!r} last written by a non-matmul instruction (memset, "
+                            f"tensor_copy, ...): undefined on {t.core}; start the accumulation "
+                            f"with a matmul (accumulate=False) instead of zeroing PSUM")
     previous = np.where(acc, dst._data.reshape(M, N).astype(np.float32), np.float32(0))
     ins.write(dst, previous + product)
+    dst.matmul_mask()[...] = True
     ins.record("TensorE", perf_mode=perf, is_transpose=bool(is_transpose),
                accumulate=bool(acc.any()), is_stationary_onezero=bool(is_stationary_onezero),
                is_moving_onezero=bool(is_moving_onezero))

@@ -168,6 +168,9 @@ class Storage:
             self.written = np.ones(self.shape, dtype=bool)
         self.data = data
         self.modified = False
+        # PSUM elements whose last write was a matmul (None until a matmul writes): what a
+        # later matmul may accumulate onto (see nc_matmul, "Accumulation mode").
+        self.matmul_written: Optional[np.ndarray] = None
         run = current_run("allocating a tensor")
         self.id = run.new_buffer_id()
         self.address = 0
@@ -526,3 +529,16 @@ class NkiTensor:
         self._data[...] = dtypes.convert(values, self.dt)
         self._written[...] = True
         self._storage.modified = True
+        if self._storage.matmul_written is not None:
+            self.matmul_mask()[...] = False
+
+    def matmul_mask(self) -> np.ndarray:
+        """This view of its storage's matmul_written mask (created on first use)."""
+        storage = self._storage
+        if storage.matmul_written is None:
+            storage.matmul_written = np.zeros(storage.shape, dtype=bool)
+        base = storage.written
+        offset = (self._written.__array_interface__["data"][0]
+                  - base.__array_interface__["data"][0])
+        return np.lib.stride_tricks.as_strided(storage.matmul_written.reshape(-1)[offset:],
+                                               self._written.shape, self._written.strides)

@@ -263,3 +263,19 @@ def test_lnc_degree_per_neuroncore_version():
     run = nki.jit(kernel, platform_target="trn2")[2].run(x)
     np.testing.assert_array_equal(run.result, 2 * x)
     assert {r.core for r in run.records} == {0, 1}
+
+
+def test_matmul_cannot_accumulate_onto_psum_zeroed_by_memset_before_neuroncore_v4():
+    a, b = np.ones((128, 64), np.float32), np.ones((128, 64), np.float32)
+
+    def kernel(a, b):
+        acc = nl.zeros((64, 64), nl.float32, buffer=nl.psum)   # memset, then accumulate
+        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b))
+        out = nl.ndarray((64, 64), nl.float32)
+        nisa.tensor_copy(dst=out, src=acc)
+        res = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=res, src=out)
+        return res
+
+    raises(nki.NkiValidationError, kernel, a, b, match="last written by a non-matmul")
+    np.testing.assert_array_equal(nki.jit(kernel, platform_target="trn3")(a, b), 128)

@@ -43,8 +43,9 @@ void charge_attention(const char* name, c10::DeviceIndex device, const at::Tenso
   const int64_t batch = lq * d == 0 ? 0 : query.numel() / (lq * d);  // batch x heads
   const trnsim::Attention work{batch,    lq,       key.size(-2), d, value.size(-1),
                                matmul_precision(query.scalar_type()), is_causal, backward};
-  charge(current_queue(device), name, &op_counter(name), {work, bytes},
-         [&] { return describe_tensors(inputs); });
+  charge(current_queue(device), name, &op_counter(name), trnsim::Work{work, bytes},
+         [&] { return describe_tensors(inputs); }, Placement::Device,
+         Operands{inputs, outputs, {}, {}});
 }
 
 // A CPU tensor with `t`'s sizes, strides, dtype and requires_grad but no data: the CPU's backend

@@ -1,22 +1,36 @@
 #include "aten/Charge.h"
 
+#include "aten/GraphSchedule.h"
+
 #include "runtime/Runtime.h"
 #include "runtime/SimulatorError.h"
 #include "runtime/Stream.h"
 
 namespace torch_neuron {
+namespace {
 
-double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
-              const trnsim::Work& work, Detail detail, Placement placement) {
-  const trnsim::WorkTime time = trnsim::time_of(system().instance(), work);
-  const double end = simulator_call([&] {
-    return queue.launch(name, time.cost, time.duration_ns,
-                        queue.tracing() ? detail() : std::string());
-  });
+void count(OpCounter* counter, Placement placement) {
   if (counter != nullptr) {
     if (placement == Placement::Fallback) ++counter->fallback;
     ++counter->executed;
   }
+}
+
+}  // namespace
+
+double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
+              const trnsim::Work& work, Detail detail, Placement placement,
+              const Operands& operands) {
+  const trnsim::WorkTime time = trnsim::time_of(system().instance(), work);
+  if (graph_open() && append_to_graph(queue, name, time, operands)) {
+    count(counter, placement);
+    return queue.now_ns();
+  }
+  const double end = simulator_call([&] {
+    return queue.launch(name, time.cost, time.duration_ns,
+                        queue.tracing() ? detail() : std::string());
+  });
+  count(counter, placement);
   return end;
 }
 

@@ -20,6 +20,7 @@
 #include <trnsim/queue.h>
 #include <trnsim/work.h>
 
+#include "aten/GraphSchedule.h"
 #include "aten/OpTracking.h"
 
 namespace torch_neuron {
@@ -34,10 +35,12 @@ enum class Placement {
 };
 
 // Charges `work` to `queue` as the op `name`, counted in `counter` (nullptr: not an ATen op,
-// not counted). Returns when the work finishes on the simulated clock, ns.
+// not counted). Returns when the work finishes on the simulated clock, ns. `operands`: the
+// tensors it read and wrote, for a compiled graph's schedule (Note [Compiled graph schedule]);
+// inside a graph region the work joins the graph instead of launching.
 double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
               const trnsim::Work& work, Detail detail = no_detail,
-              Placement placement = Placement::Device);
+              Placement placement = Placement::Device, const Operands& operands = {});
 
 // The same on `device`'s current stream, for an op a kernel keeps an OpHandle of.
 double charge(c10::DeviceIndex device, const OpHandle& op, const trnsim::Work& work,

@@ -2,10 +2,12 @@
 // the simulated clock (Note [Fused kernel cost] in torch_neuron/compile/scheduling.py).
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <trnsim/work.h>
 
@@ -14,7 +16,11 @@ namespace torch_neuron {
 // Charges one run of generated kernel `name` on `device`'s current stream (one launch: the
 // launch overhead once) and counts it as an executed op: its loops' streaming passes and its
 // argument buffers' `bytes` of HBM traffic; `detail` (the ATen ops it fused) goes to the trace.
+// `reads` and `writes`: its argument buffers, for a compiled graph's schedule (Note [Compiled
+// graph schedule]).
 void charge_compiled_kernel(c10::DeviceIndex device, const std::string& name, uint64_t bytes,
-                            trnsim::FusedKernel kernel, const std::string& detail);
+                            trnsim::FusedKernel kernel, const std::string& detail,
+                            const std::vector<at::Tensor>& reads = {},
+                            const std::vector<at::Tensor>& writes = {});
 
 }  // namespace torch_neuron

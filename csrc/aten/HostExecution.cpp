@@ -442,7 +442,8 @@ void charge_host_op(const OpInfo& info, bool fallback, c10::DeviceIndex device,
   }
   charge(current_queue(device), info.name, info.counter,
          describe_op(info.op_class, info.name, inputs, outputs, input_bytes + out_bytes),
-         [&] { return describe_tensors(inputs); });
+         [&] { return describe_tensors(inputs); }, Placement::Device,
+         Operands{inputs, {}, outputs, {}});
 }
 
 // Steps 1 to 3 of Note [Host execution].

@@ -268,6 +268,7 @@ class UnboxedRun {
 // Charges the op to the current stream's clock and counts it (as run_on_host does).
 template <class Run, class... Outputs>
 void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs) {
+  const at::Tensor* const output_ptrs[] = {&outputs...};  // Note [Compiled graph schedule]
   static const at::Tensor none;
   const at::Tensor* largest = &none;  // sizes the work of most ops
   uint64_t bytes = run.input_bytes();
@@ -279,7 +280,8 @@ void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs
   }
   charge(current_queue(run.device()), info.name, info.counter,
          describe_op(info.op_class, info.name, run.inputs(), *largest, bytes, /*foreach=*/false),
-         [&] { return describe_tensors(run.inputs()); });
+         [&] { return describe_tensors(run.inputs()); }, Placement::Device,
+         Operands{run.inputs(), {}, {}, output_ptrs});
 }
 
 template <class T>

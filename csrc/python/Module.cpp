@@ -13,6 +13,7 @@
 
 #include "aten/CompiledKernels.h"
 #include "aten/DtypePolicy.h"
+#include "aten/GraphSchedule.h"
 #include "aten/HostExecution.h"
 #include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
@@ -244,11 +245,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_error", wrap_pybind_function(&set_fallback_raises));
   m.def("_set_execute", wrap_pybind_function(&set_execution_enabled));
   // torch.compile's generated kernels (torch_neuron/compile/scheduling.py): one call per
-  // kernel run; each loop is (engine: "vector", "scalar" or "gpsimd", elements, two inputs).
+  // kernel run; each loop is (engine: "vector", "scalar" or "gpsimd", elements, two inputs);
+  // `reads`/`writes`: its argument buffers (Note [Compiled graph schedule]).
   m.def("_charge_kernel",
         wrap_pybind_function([](int device, const std::string& name, uint64_t bytes,
                                 const std::vector<std::tuple<std::string, uint64_t, bool>>& loops,
-                                bool sixteen_bit, const std::string& detail) {
+                                bool sixteen_bit, const std::string& detail,
+                                const std::vector<at::Tensor>& reads,
+                                const std::vector<at::Tensor>& writes) {
           trnsim::FusedKernel kernel;
           for (const auto& [engine, elements, two_inputs] : loops) {
             trnsim::Streaming loop;
@@ -263,8 +267,16 @@ PYBIND11_MODULE(_C, m) {
             kernel.loops.push_back(loop);
           }
           charge_compiled_kernel(static_cast<c10::DeviceIndex>(device), name, bytes,
-                                 std::move(kernel), detail);
+                                 std::move(kernel), detail, reads, writes);
+        }),
+        py::arg("device"), py::arg("name"), py::arg("bytes"), py::arg("loops"),
+        py::arg("sixteen_bit"), py::arg("detail"), py::arg("reads") = std::vector<at::Tensor>{},
+        py::arg("writes") = std::vector<at::Tensor>{});
+  // Compiled graphs as one scheduled launch (Note [Compiled graph schedule]).
+  m.def("_open_graph", wrap_pybind_function([](int device, const std::string& name) {
+          open_graph(static_cast<c10::DeviceIndex>(device), name);
         }));
+  m.def("_close_graph", wrap_pybind_function([] { return close_graph(); }));
   m.def("_pause_clocks", wrap_pybind_function(&trnsim::pause_clocks));
   m.def("_resume_clocks", wrap_pybind_function(&trnsim::resume_clocks));
   m.def("_execute_enabled", wrap_pybind_function(&execution_enabled));

@@ -19,7 +19,9 @@ The kernel's duration is therefore launch + max(engines, HBM), never below the r
 it still reads and writes. The sizes are expressions of the graph's symbolic sizes, so a
 dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
 runs right after the kernel: _charge_kernel(device, name, bytes, [(engine, elements, two
-inputs) per loop], 16-bit, fused ATen ops).
+inputs) per loop], 16-bit, fused ATen ops, [buffers read], [buffers written]). Inside the
+compiled graph's region (Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h) the charge
+joins the graph's schedule instead of launching, its buffers giving its dependencies.
 """
 
 import sympy
@@ -70,6 +72,11 @@ class KernelWork:
                     if isinstance(v, InplacedBuffer)}
         terms += [2 * _buffer_bytes(v.other_names[-1]) for v in inplaced.values()]
         self.bytes = sympy.Add(*terms) if terms else sympy.Integer(0)
+        # The wrapper's names of its argument buffers (Note [Compiled graph schedule]).
+        updated = [v.other_names[-1] for v in inplaced.values()]
+        self.reads = list(args.input_buffers) + updated
+        self.writes = [n for n, v in args.output_buffers.items() if isinstance(v, str)
+                       and v != "REMOVED"] + updated
         self.loops = []  # (engine, elements, two inputs)
         ops = set()
         sixteen_bit = False
@@ -92,7 +99,8 @@ class KernelWork:
         loops = ", ".join(f"({engine!r}, {size(elements)}, {two})"
                           for engine, elements, two in self.loops)
         return (f"_charge_kernel({device_index}, {kernel_name!r}, {size(self.bytes)}, "
-                f"[{loops}], {self.sixteen_bit}, {self.ops!r})")
+                f"[{loops}], {self.sixteen_bit}, {self.ops!r}, "
+                f"[{', '.join(self.reads)}], [{', '.join(self.writes)}])")
 
 
 class NeuronScheduling(CppScheduling):

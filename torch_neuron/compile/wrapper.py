@@ -41,12 +41,28 @@ class NeuronSubgraphWrapperCodegen(_CallsHostKernels, SubgraphPythonWrapperCodeg
 
 
 class NeuronWrapperCodegen(_CallsHostKernels, PythonWrapperCodegen):
+    def generate_end(self, result) -> None:
+        # The graph runs as one scheduled launch (Note [Compiled graph schedule]).
+        super().generate_end(result)
+        result.splice(_schedule_graph_lines())
+
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if is_subgraph:
             return NeuronSubgraphWrapperCodegen(subgraph_name, parent_wrapper,
                                                 partition_signatures)
         return NeuronWrapperCodegen()
+
+
+def _schedule_graph_lines() -> str:
+    import torch
+
+    index = min((i for i in V.graph.device_idxs if i is not None), default=0)
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    phase = "backward" if V.graph.is_backward else "forward"
+    name = f"compiled graph {compile_id} ({phase})"
+    return ("from torch_neuron.compile.graph_region import _schedule_graph\n"
+            f"call = _schedule_graph(call, {index}, {name!r})\n")
 
 
 # torch.compile's C++ wrapper (cpp_wrapper=True) is not supported: its generator refuses with a

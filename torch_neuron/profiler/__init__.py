@@ -165,6 +165,10 @@ class profile:
                 lines.append(f"  compute {t['compute_ns'] / 1e3:.1f} us, communication "
                              f"{t['communication_ns'] / 1e3:.1f} us, exposed communication "
                              f"{t['exposed_communication_ns'] / 1e3:.1f} us")
+        graphs = compiled_graph_table(compute)
+        if graphs:
+            lines += ["", "Compiled graphs (each one launch, its engines scheduled together; "
+                      "busy: share of the graph's time)"] + graphs
         if collectives:
             lines += ["", "Collectives"] + collectives_table(collectives)
         if self.compiles["graphs"]:
@@ -308,6 +312,34 @@ def op_table(records: list[dict], top: int) -> list[str]:
         lines.append(f"{row['name']:<{width}}{row['calls']:>7}{t / 1e3:>12.1f}"
                      f"{100 * t / total:>7.1f}{row['flops'] / t / 1e3 if t else 0:>10.2f}"
                      f"{row['bytes'] / t if t else 0:>9.1f}")
+    return lines
+
+
+def is_compiled_graph(record: dict) -> bool:
+    """A compiled graph's launch (Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h)."""
+    return record.get("detail", "").startswith("compiled graph:")
+
+
+def compiled_graph_table(records: list[dict]) -> list[str]:
+    """Per compiled graph: runs, predicted time per run, and each engine's busy share."""
+    rows = {}
+    for r in records:
+        if not is_compiled_graph(r):
+            continue
+        row = rows.setdefault(r["name"], {"calls": 0, "time_ns": 0.0,
+                                          "busy": collections.Counter()})
+        row["calls"] += 1
+        row["time_ns"] += r["duration_ns"]
+        row["busy"].update(r["engine_ns"])
+    if not rows:
+        return []
+    width = max(40, *(len(name) + 2 for name in rows))
+    lines = [f"{'graph':<{width}}{'calls':>7}{'us/call':>10}  " +
+             "".join(f"{e:>9}" for e in ENGINES)]
+    for name, row in sorted(rows.items(), key=lambda kv: -kv[1]["time_ns"]):
+        t = row["time_ns"]
+        lines.append(f"{name:<{width}}{row['calls']:>7}{t / row['calls'] / 1e3:>10.1f}  " +
+                     "".join(f"{row['busy'][e] / t if t else 0:>9.0%}" for e in ENGINES))
     return lines
 
 

@@ -374,6 +374,13 @@ void OpProgram::add_op(const WorkTime& time, const std::vector<Region>* inputs,
       (largest + kProgramTileBytes - 1) / kProgramTileBytes, 1, kMaxOpTiles));
   const bool tensor_engine = time.cost.engine_ns[static_cast<int>(Engine::Tensor)] > 0;
   for (const Region& r : *inputs) {
+    // An input that is also an output (an out= argument, an in-place operand) is ordered by
+    // the write already: a write waits for every earlier reader and writer.
+    if (std::any_of(outputs->begin(), outputs->end(), [&](const Region& o) {
+          return o.space == r.space && o.begin == r.begin && o.end == r.end;
+        })) {
+      continue;
+    }
     const bool tiled = !tensor_engine && tiles > 1 && region_bytes(r) >= largest;
     (tiled ? regions.tiled_reads : regions.whole_reads).push_back(r);
   }

@@ -247,6 +247,18 @@ TEST(OpProgram, IndependentOpsOverlapAndABarrierSerialises) {
   EXPECT_NEAR(serial, together + 2 * alone_add, 1e-6 * serial);
 }
 
+TEST(OpProgram, AnOutArgumentDoesNotChainAMatmulsTiles) {
+  // mm(a, b, out=c) reads its out= argument: its tiles must still run back to back on TensorE.
+  const Work mm{Matmul{1, 2048, 2048, 2048, Precision::FP32}, 48ull << 20};
+  const WorkTime t = time_of(trn2(), mm);
+  const std::vector<Region> in{bytes(0, 16 << 20), bytes(16 << 20, 32 << 20),
+                               bytes(32 << 20, 48 << 20)},
+      out{bytes(32 << 20, 48 << 20)};
+  OpProgram program(trn2());
+  program.add_op(t, &in, &out, "mm.out");
+  EXPECT_NEAR(program.schedule().run().makespan_ns, t.duration_ns - kLaunchOverheadNs, 1e-3);
+}
+
 TEST(OpProgram, AtMostTheSbufRingOfTilesIsInFlight) {
   // trn1.2xlarge: 24 MiB of SBUF / (2 x 1 MiB) = 12 buffers. Forty tiles of independent GpSimdE
   // passes need no buffer twice at once, since one engine runs them in order anyway; what the

@@ -175,6 +175,9 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 //     instance.cpp), so at most that many tiles are in flight;
 //   - transfers spread over one DMA queue per DMA engine of the core (16 per physical core,
 //     NKI DMA bandwidth guide; instance.cpp), in turn;
+//   - an input that is also an output (an out= argument, an in-place operand) counts as an
+//     output only: the write waits for every earlier access anyway, and reading it whole would
+//     chain each tile to the previous one;
 //   - an op whose operands are not known reads and writes everything (a barrier).
 constexpr uint32_t kSbufSpace = 1;  // the address space of OpProgram's SBUF buffers
 constexpr uint64_t kProgramTileBytes = kEngineLanes * kStreamTileElements * 4;
@@ -187,6 +190,7 @@ class OpProgram {
   void add_op(const WorkTime& time, const std::vector<Region>* inputs,
               const std::vector<Region>* outputs, const std::string& source);
   Schedule& schedule() { return schedule_; }
+  const Schedule& schedule() const { return schedule_; }
   size_t ops() const { return ops_; }
 
  private:

@@ -1,0 +1,116 @@
+#include "aten/GraphSchedule.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include <trnsim/schedule.h>
+
+#include "runtime/Runtime.h"
+#include "runtime/SimulatorError.h"
+#include "runtime/Stream.h"
+
+namespace torch_neuron {
+namespace {
+
+struct GraphRegion {
+  GraphRegion(trnsim::Queue& q, std::string n)
+      : queue(&q), name(std::move(n)), program(system().instance()) {}
+  trnsim::Queue* queue;
+  std::string name;
+  trnsim::OpProgram program;
+  int depth = 1;
+  double flops = 0;
+  uint64_t bytes = 0;
+};
+
+thread_local std::unique_ptr<GraphRegion> open_region;
+
+// The bytes a tensor's elements span in its storage (its HBM address range).
+void add_region(const at::Tensor& t, std::vector<trnsim::Region>& out) {
+  if (!t.defined() || t.numel() == 0 || !t.has_storage() || t.storage().data() == nullptr) return;
+  int64_t low = 0, high = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t extent = (t.size(d) - 1) * t.stride(d);
+    (extent < 0 ? low : high) += extent;
+  }
+  const auto item = static_cast<int64_t>(t.element_size());
+  const auto base = reinterpret_cast<uint64_t>(t.storage().data()) +
+                    static_cast<uint64_t>(t.storage_offset() * item);
+  out.push_back({0, base + static_cast<uint64_t>(low * item),
+                 base + static_cast<uint64_t>((high + 1) * item)});
+}
+
+void add_value(const c10::IValue& v, std::vector<trnsim::Region>& out) {
+  if (v.isTensor()) {
+    add_region(v.toTensor(), out);
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) add_region(t, out);
+  }
+}
+
+std::string utilization_detail(const GraphRegion& g, const trnsim::ScheduleResult& r) {
+  std::string detail = "compiled graph: " + std::to_string(g.program.ops()) + " ops, " +
+                       std::to_string(g.program.schedule().size()) + " instructions; busy";
+  for (int e = 0; e < trnsim::kEngineCount; ++e) {
+    char share[48];
+    std::snprintf(share, sizeof share, " %s %.0f%%",
+                  trnsim::engine_name(static_cast<trnsim::Engine>(e)),
+                  100 * r.utilization(static_cast<trnsim::Engine>(e)));
+    detail += share;
+  }
+  return detail;
+}
+
+}  // namespace
+
+bool graph_open() { return open_region != nullptr; }
+
+void open_graph(c10::DeviceIndex device, const std::string& name) {
+  if (open_region) {
+    ++open_region->depth;
+    return;
+  }
+  open_region = std::make_unique<GraphRegion>(current_queue(resolve_device(device)), name);
+}
+
+double close_graph() {
+  TORCH_CHECK(open_region, "close_graph() without an open graph region");
+  if (--open_region->depth > 0) return 0;
+  const std::unique_ptr<GraphRegion> g = std::move(open_region);
+  if (g->program.ops() == 0) return 0;
+  const trnsim::ScheduleResult result = g->program.schedule().run();
+  trnsim::OpCost cost;
+  cost.engine_ns = result.busy_ns;
+  cost.flops = g->flops;
+  cost.set_bytes(system().instance(), g->bytes);
+  const double duration = trnsim::kLaunchOverheadNs + result.makespan_ns;
+  trnsim::Queue& queue = *g->queue;
+  simulator_call([&] {
+    return queue.launch(g->name, cost, duration,
+                        queue.tracing() ? utilization_detail(*g, result) : std::string());
+  });
+  return duration;
+}
+
+bool append_to_graph(trnsim::Queue& queue, const std::string& name, const trnsim::WorkTime& time,
+                     const Operands& operands) {
+  GraphRegion* g = open_region.get();
+  if (g == nullptr || g->queue != &queue || trnsim::clocks_paused()) return false;
+  g->flops += time.cost.flops;
+  g->bytes += time.cost.bytes;
+  if (!operands.known()) {
+    g->program.add_op(time, nullptr, nullptr, name);
+    return true;
+  }
+  std::vector<trnsim::Region> inputs, outputs;
+  for (const at::Tensor& t : operands.inputs) add_region(t, inputs);
+  for (const at::Tensor& t : operands.outputs) add_region(t, outputs);
+  for (const c10::IValue& v : operands.output_values) add_value(v, outputs);
+  for (const at::Tensor* t : operands.output_ptrs) add_region(*t, outputs);
+  g->program.add_op(time, &inputs, &outputs, name);
+  return true;
+}
+
+}  // namespace torch_neuron

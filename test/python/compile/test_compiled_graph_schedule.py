@@ -1,0 +1,111 @@
+"""Compiled graphs scheduled on the engines (Note [Compiled graph schedule] in
+csrc/aten/GraphSchedule.h): a graph is one launch whose ops overlap across TensorE, VectorE,
+ScalarE, GpSimdE and the DMA queues as far as their data allows. References: the same functions
+run eagerly (op by op), the CPU, and the engine costs computed here from the NKI guides' per-
+instruction rules (trnsim's tensor_engine.h and streaming_engine.h state them), independently
+of the scheduler."""
+
+import math
+
+import pytest
+import torch
+
+import torch_neuron
+
+N = 2048  # fp32 [2048, 2048]: 16 MiB per tensor, 16 tiles of 1 MiB
+LAUNCH_NS = 1500.0  # trnsim cost.h kLaunchOverheadNs (an assumption there), once per launch
+
+
+def _info():
+    return torch_neuron._C._instance_info()
+
+
+def tensor_engine_ns(m, k, n):
+    """fp32 [m, k] @ [k, n] with m, k multiples of 128 and n a multiple of 512 up to 4096: per
+    128 x 128 stationary tile, MultiplyMoving over n columns at max(N, 64) cycles per 512-column
+    tile, 4x for fp32 (NKI architecture guide, "Tensor Engine"), plus one array fill of 128 + 128
+    cycles; a logical core's TensorEs split the work."""
+    info = _info()
+    cycles = (m // 128) * (k // 128) * n * 4 + 256
+    return cycles / info["tensor_engine_ghz"] / info["physical_cores_per_logical"]
+
+
+def scalar_pass_ns(elements):
+    """One ScalarE pass: one cycle per element per lane over 128 lanes per physical core, plus
+    about 100 cycles per instruction of 2048 elements per lane (NKI performance guide)."""
+    info = _info()
+    per_lane = math.ceil(elements / (128 * info["physical_cores_per_logical"]))
+    cycles = per_lane + 100 * math.ceil(per_lane / 2048)
+    return cycles / info["scalar_engine_ghz"]
+
+
+def _time_us(fn, *args):
+    torch.neuron.synchronize()
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start.record()
+    fn(*args)
+    end.record()
+    return start.elapsed_time(end) * 1e3
+
+
+def independent(a, b, x):
+    return a @ b, torch.sigmoid(x)  # TensorE, and an unrelated ScalarE pass
+
+
+def chain(a, b):
+    return torch.sigmoid(a @ b)  # the ScalarE pass reads the matmul's result
+
+
+@pytest.fixture
+def predicting():
+    torch_neuron.set_execute(False)
+    yield
+    torch_neuron.set_execute(True)
+
+
+@pytest.mark.extended  # two compiles, about 10 s
+def test_independent_work_overlaps_across_engines(predicting):
+    torch._dynamo.reset()
+    a, b, x = (torch.empty(N, N, device="neuron") for _ in range(3))
+    eager = _time_us(independent, a, b, x)
+    compiled_fn = torch.compile(independent, backend="neuron")
+    compiled_fn(a, b, x)
+    compiled = _time_us(compiled_fn, a, b, x)
+    busiest = (LAUNCH_NS + tensor_engine_ns(N, N, N)) / 1e3
+    # HBM traffic (3 + 2 tensors over the core's stream) is below TensorE's time here.
+    assert 5 * N * N * 4 / _info()["stream_gbps_per_core"] / 1e3 < busiest
+    assert compiled < eager
+    assert compiled >= busiest * (1 - 1e-9)
+
+    # A dependent chain of the same work overlaps only at tile granularity: the ScalarE pass's
+    # last tile (1/16 of it) still follows the matmul's last tile.
+    chained_fn = torch.compile(chain, backend="neuron")
+    chained_fn(a, b)
+    chained = _time_us(chained_fn, a, b)
+    assert chained >= busiest + scalar_pass_ns(N * N) / 16 / 1e3 * (1 - 1e-9)
+    assert chained < _time_us(chain, a, b)
+
+
+@pytest.mark.extended  # one compile, about 6 s
+def test_compiled_graph_equals_cpu_and_is_reported():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    cpu = [torch.randn(64, 64) for _ in range(3)]
+    a, b, x = (t.to("neuron") for t in cpu)
+    compiled_fn = torch.compile(independent, backend="neuron")
+    out = compiled_fn(a, b, x)
+    for got, want in zip(out, independent(*cpu)):
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    with torch_neuron.profiler.profile() as prof:
+        compiled_fn(a, b, x)
+        independent(a, b, x)  # eager: op by op, as before
+    names = [r["name"] for r in prof.records]
+    graphs = [n for n in names if n.startswith("compiled graph")]
+    assert len(graphs) == 1, names
+    assert "aten::mm" in names and "aten::sigmoid" in names, names
+    summary = prof.summary()
+    assert "Compiled graphs" in summary and graphs[0] in summary
+    row = next(line for line in summary.splitlines()[summary.splitlines().index(
+        next(l for l in summary.splitlines() if l.startswith("Compiled graphs"))):]
+        if line.startswith(graphs[0]))
+    assert "TensorE" in summary and row.count("%") == 5

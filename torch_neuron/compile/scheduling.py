@@ -1,7 +1,7 @@
-"""Inductor's C++ scheduling for neuron, with each generated kernel charged as one launch.
+"""Inductor's C++ scheduling for neuron, with each generated kernel charged on the neuron stream.
 
 Note [Fused kernel cost]
-A kernel Inductor generates is one launch on the current neuron stream, costed with the same
+A kernel Inductor generates is charged on the current neuron stream, costed with the same
 engine rules as eager ops (trnsim's cost model) but with what fusion changes:
   - HBM traffic is the kernel's argument buffers only (inputs and outputs once, buffers
     updated in place twice): the intermediates it fused away stay on chip;
@@ -14,14 +14,14 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
     VectorE tensor-tensor pass when it also combines two tensors, as eager charges such ops);
     one with an indirect (indexed) load or store on GpSimdE; any other on VectorE,
     tensor-tensor when it reads two buffers;
-  - the launch overhead once.
-The kernel's duration is therefore launch + max(engines, HBM), never below the roofline of what
-it still reads and writes. The sizes are expressions of the graph's symbolic sizes, so a
+  - the launch overhead once: alone, the kernel would take launch + max(engines, HBM), never
+    below the roofline of what it still reads and writes. The sizes are expressions of the graph's symbolic sizes, so a
 dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
 runs right after the kernel: _charge_kernel(device, name, bytes, [(engine, elements, two
 inputs) per loop], 16-bit, fused ATen ops, [buffers read], [buffers written]). Inside the
-compiled graph's region (Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h) the charge
-joins the graph's schedule instead of launching, its buffers giving its dependencies.
+compiled graph's region (Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h), which is
+where the generated wrapper runs it, the charge joins the graph's schedule instead of launching:
+its buffers give its dependencies, and the graph pays the launch overhead once.
 """
 
 import sympy

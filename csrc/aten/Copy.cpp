@@ -19,6 +19,14 @@
 namespace torch_neuron {
 namespace {
 
+// Note [Copies between devices]
+// A copy from one neuron device to another orders like CUDA's peer copy (ATen's
+// copy_device_to_device): it runs on the source device's current stream, after that stream's
+// earlier work and after the destination's current stream has reached its own clock (a
+// two-way barrier: nothing still reads or writes the destination), and the destination's
+// current stream waits for the copy's end before its later work. So a model split across
+// devices in one process is predicted as its stages one after another plus the transfers, not
+// as the longest stage. Both streams' clocks are one simulated timeline (Note [Simulated time]).
 
 trnsim::CopyKind copy_kind(const at::Tensor& src, const at::Tensor& dst) {
   if (!on_neuron(src)) return trnsim::CopyKind::HostToDevice;
@@ -43,9 +51,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                           "printing it)");
   }
   // The DMA runs on the current stream of the device that issues it: the destination device
-  // for uploads and peer copies, the source device for downloads.
-  const auto& issuer = on_neuron(dst) ? dst : self;
+  // for uploads, the source device for downloads and copies between devices (Note [Copies
+  // between devices]).
+  const auto& issuer = on_neuron(self) ? self : dst;
   auto& queue = current_queue(issuer.device().index());
+  trnsim::Queue* dst_queue = nullptr;
+  if (on_neuron(self) && on_neuron(dst) && self.device().index() != dst.device().index()) {
+    dst_queue = &current_queue(dst.device().index());
+    queue.wait_until(dst_queue->now_ns());
+  }
   if (execute) {
     at::Tensor dst_view = host_view(dst);
     at::Tensor src_view = host_view(self);
@@ -63,8 +77,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
   static const OpHandle op("aten::copy_");
-  charge(queue, op.name, op.counter, {trnsim::Copy{kind, bytes}},
-         [&] { return describe_tensors({self}) + " -> " + dst.device().str(); });
+  const double end = charge(queue, op.name, op.counter, {trnsim::Copy{kind, bytes}},
+                            [&] { return describe_tensors({self}) + " -> " + dst.device().str(); });
+  if (dst_queue != nullptr) dst_queue->wait_until(end);
   return dst;
 }
 

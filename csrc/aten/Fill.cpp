@@ -41,15 +41,31 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   return self;
 }
 
+// Note [Fill from a device scalar]
+// x.fill_(v) with a 0-dim neuron tensor v on x's device is device work: ATen's fill_ copies v
+// into x (self.copy_(value), a broadcast), and the value never visits the host. It is one
+// VectorE pass writing x that reads v's element on the way, charged the same whether or not
+// values are computed (Note [One charge path]): the mode only decides whether the host views
+// are filled. A v on another device is read to the host first (value.item(), as ATen's fill_
+// does for a device mismatch): the read is charged as .item() is, then x is filled with a
+// host scalar; a CPU x is filled by the CPU, which is no device work.
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports a 0-dimensional value tensor, but got one "
               "with ", value.dim(), " dimension(s)");
-  if (!on_neuron(value)) return fill_scalar(self, value.item());
-  // Reading a neuron scalar is a device-to-host copy of one element, charged as such whether
-  // or not values are computed (Note [One charge path]).
-  charge_scalar_read(value);
-  return fill_scalar(self, execution_enabled() ? at::_local_scalar_dense(host_view(value))
-                                               : at::Scalar(0));
+  if (!on_neuron(self)) return self.fill_(value.item());  // the CPU fills a CPU tensor
+  if (self.device() != value.device()) return fill_scalar(self, value.item());
+  if (execution_enabled()) {
+    at::Tensor view = host_view(self);
+    at::Tensor scalar = host_view(value);
+    // A value that is an element of self is read before self is written.
+    view.fill_(self.is_alias_of(value) ? scalar.clone() : scalar);
+    recycle_host_view(std::move(scalar));
+    recycle_host_view(std::move(view));
+  }
+  static const OpHandle op("aten::fill_");
+  charge(self.device().index(), op, vector_pass(self, self.nbytes() + value.element_size()),
+         [&] { return describe_tensors({self, value}); });
+  return self;
 }
 
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }

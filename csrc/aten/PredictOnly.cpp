@@ -119,6 +119,10 @@ class MetaRun {
       // A CPU tensor (a 0-dim scalar, CPU indices) joins as a meta tensor of its shape.
       TORCH_CHECK(t.device().is_cpu() || t.is_meta(), "Expected all tensors to be on the same "
                   "device, but found at least two devices, neuron and ", t.device(), "!");
+      // A wrapped Python number (x * 0.5 reaching mul.Tensor) joins as it is: a meta twin
+      // would lose its weaker part in type promotion (a float32 0-dim tensor times a Python
+      // float would predict float64), and meta kernels take CPU scalars as any device does.
+      if (t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
       return t.is_meta() ? t : meta_like(t);
     }
     note_device(t.device().index());

@@ -236,7 +236,12 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
         raise ins.error(ShapeError, f"src {src.shape} has {src.size} elements, dst {dst.shape} "
                                     f"has {dst.size}: they must match")
     ins.write(dst, _copy_values(ins, src, dst).reshape(dst.shape))
-    ins.record("DMA", bytes=dst.size * dst.dt.itemsize)
+    # Descriptor size: the longest run contiguous on both sides (the DMA cost depends on it,
+    # nki/deep-dives/nki-dma-bandwidth-guide.rst).
+    nbytes = dst.size * dst.dt.itemsize
+    run = min(src.contiguous_bytes() * dst.dt.itemsize // src.dt.itemsize,
+              dst.contiguous_bytes())
+    ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None):

@@ -505,6 +505,22 @@ class NkiTensor:
         return Region(self.buffer.space, self._storage.id, (p0, p_last + 1),
                       (a + lo * size, a + hi * size))
 
+    def contiguous_bytes(self) -> int:
+        """Bytes of the longest contiguous run the view is made of (a DMA descriptor moves at
+        most one run); partitions never merge into one run."""
+        item = self._data.itemsize
+        run, expected = 1, item
+        dims = list(zip(self._data.shape, self._data.strides))
+        stop = 1 if self.on_chip else 0
+        for n, stride in reversed(dims[stop:]):
+            if n == 1:
+                continue
+            if stride != expected:
+                break
+            run *= n
+            expected *= n
+        return run * self.dt.itemsize
+
     def read(self) -> np.ndarray:
         """The view's values, for an instruction that reads it."""
         if not self._written.all():

@@ -166,6 +166,9 @@ def test_records_name_engines_operands_regions_and_source_lines():
     assert load_a.writes[0].space == "sbuf" and load_a.writes[0].partitions == (0, 64)
     assert load_a.writes[0].address[1] - load_a.writes[0].address[0] == 32 * 4
     assert load_a.dma_queue != load_b.dma_queue
+    # 64 rows of 128 contiguous bytes each: one descriptor per partition
+    assert (dict(load_a.attrs)["bytes"], dict(load_a.attrs)["descriptor_bytes"],
+            dict(load_a.attrs)["descriptors"]) == (8192, 128, 64)
     # dependencies follow from regions: activation reads what the DMA wrote, the matmul reads
     # both SBUF tiles and writes PSUM, the copy reads that PSUM region
     assert act.reads[0] == load_a.writes[0]

@@ -37,7 +37,32 @@ py::dict collective_cost(const std::string& op, uint64_t bytes,
   d["link_gbps"] = cost.link_gbps;
   d["algbw_gbps"] = cost.algbw_gbps;
   d["busbw_gbps"] = cost.busbw_gbps;
+  d["latency_ns"] = cost.latency_ns;
+  d["steps"] = cost.steps;
+  d["dma_bytes"] = cost.dma_bytes;
+  d["dma_ns"] = cost.dma_ns;
   return d;
+}
+
+// Where `ranks` ranks sit when torchrun starts `ranks_per_node` per instance of `instance`
+// (0: every NeuronCore of one instance):
+// rank r on instance r / ranks_per_node, device r % ranks_per_node, whose chip is its index over
+// the logical cores per chip. Predicts collectives without running them (nccom-test rows).
+std::vector<std::pair<int, int>> collective_places(const std::string& instance, int ranks,
+                                                   int ranks_per_node) {
+  const auto& spec = trnsim::find_instance(instance);
+  if (ranks_per_node == 0) ranks_per_node = spec.core_count();
+  if (ranks < 1 || ranks_per_node < 1 || ranks_per_node > spec.core_count()) {
+    throw py::value_error("collective placement needs ranks >= 1 and 1 <= ranks_per_node <= " +
+                          std::to_string(spec.core_count()) + " (the NeuronCores of " +
+                          instance + "); got ranks=" + std::to_string(ranks) +
+                          ", ranks_per_node=" + std::to_string(ranks_per_node));
+  }
+  std::vector<std::pair<int, int>> places;
+  for (int r = 0; r < ranks; ++r) {
+    places.emplace_back(r / ranks_per_node, (r % ranks_per_node) / spec.logical_cores_per_chip);
+  }
+  return places;
 }
 
 }  // namespace
@@ -67,6 +92,8 @@ void bind_distributed(py::module& m) {
       });
   m.def("_collective_cost", torch::wrap_pybind_function(&collective_cost), py::arg("op"),
         py::arg("bytes"), py::arg("places"), py::arg("instance"));
+  m.def("_collective_places", torch::wrap_pybind_function(&collective_places),
+        py::arg("instance"), py::arg("ranks"), py::arg("ranks_per_node") = 0);
 }
 
 }  // namespace torch_neuron

@@ -109,3 +109,15 @@ def collective_cost(op: str, nbytes: int, group=None) -> dict:
     duration_ns, algorithm, link, link_gbps, algbw_gbps and busbw_gbps."""
     backend = (group or dist.group.WORLD)._get_backend(torch.device("neuron"))
     return _C._collective_cost(op, nbytes, backend.places, _C._instance_info()["name"])
+
+
+def predict_collective(op: str, nbytes: int, ranks: int, instance: str,
+                       ranks_per_node: int | None = None) -> dict:
+    """What the simulator would charge for collective `op` of nccl-tests size `nbytes` among
+    `ranks` ranks on `instance`, without starting them: ranks are placed as torchrun places
+    them, `ranks_per_node` per instance (default: every NeuronCore of one instance), rank r on
+    device r % ranks_per_node of instance r // ranks_per_node. The dict has collective_cost's
+    keys plus latency_ns (fixed and per-step latency), steps, dma_bytes and dma_ns (how long the
+    collective holds the core's DMA queues). Use it to compare with nccom-test rows."""
+    places = _C._collective_places(instance, ranks, ranks_per_node or 0)
+    return _C._collective_cost(op, nbytes, places, instance)

@@ -1,5 +1,6 @@
 """The simulated clock under the neuron process group (clocks agree across ranks, a late rank
-delays everyone, async collectives overlap compute) and init_process_group's forms."""
+delays everyone, async collectives overlap compute but take their DMA share from HBM-bound
+compute) and init_process_group's forms."""
 
 import pytest
 
@@ -10,6 +11,8 @@ from conftest import assert_ok, run_torchrun
 def test_clocks_agree_across_ranks(ranks):
     result = assert_ok(run_torchrun("clock_worker.py", ranks))
     assert result.stdout.count("clock ok") == ranks
+    # Two ranks also check that an all-reduce slows HBM-bound compute by its DMA share.
+    assert result.stdout.count("dma share ok") == (2 if ranks == 2 else 0)
 
 
 @pytest.mark.parametrize("form", ["device_id", "per_device"])

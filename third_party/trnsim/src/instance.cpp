@@ -14,13 +14,14 @@ const ChipSpec kTrainium1{
     /*hbm_bytes=*/32 * kGiB, /*hbm_gbps=*/820.0, /*dma_gbps=*/1000.0, /*link_gbps=*/384.0,
     /*bf16_tflops=*/190.0, /*fp32_tflops=*/47.5, /*fp8_tflops=*/190.0,
     /*dma_engines_per_core=*/16, /*dma_engine_gbps=*/17.0, /*fp8_rows=*/128,
-    /*vector_performance_mode=*/false};
+    /*vector_performance_mode=*/false,
+    /*neuronlinks=*/4};  // "4 (Trainium) NeuronLink-v2" (NKI architecture guide)
 
 // Trainium2, NeuronCore-v3: Trn2 architecture page. FP8 runs at twice the BF16 rate ("double
 // row", NKI Trainium2 architecture guide); VectorE has its BF16/FP16 performance mode (same
 // guide). DMA: 16 engines per physical core at 23 B/ns (DMA bandwidth guide).
 // NeuronLink-v3: 1,024 GB/s per chip within an instance (Trn2 page, "Intra-instance NeuronLink-v3
-// bandwidth"; the 256 GB/s inter-instance links of an UltraServer are not modelled).
+// bandwidth"); an UltraServer's 256 GB/s per chip between instances is on trn2u.48xlarge.
 const ChipSpec kTrainium2{
     "Trainium2", "NeuronCore-v3", /*physical_cores=*/8,
     /*tensor_ghz=*/2.4, /*vector_ghz=*/0.96, /*scalar_ghz=*/1.2, /*gpsimd_ghz=*/1.2,
@@ -28,7 +29,8 @@ const ChipSpec kTrainium2{
     /*hbm_bytes=*/96 * kGiB, /*hbm_gbps=*/2900.0, /*dma_gbps=*/3500.0, /*link_gbps=*/1024.0,
     /*bf16_tflops=*/667.0, /*fp32_tflops=*/181.0, /*fp8_tflops=*/1299.0,
     /*dma_engines_per_core=*/16, /*dma_engine_gbps=*/23.0, /*fp8_rows=*/256,
-    /*vector_performance_mode=*/true};
+    /*vector_performance_mode=*/true,
+    /*neuronlinks=*/4};  // "4 NeuronLink-v3" (NKI Trainium2 architecture guide)
 
 }  // namespace
 
@@ -37,12 +39,17 @@ const std::vector<InstanceSpec>& instance_table() {
   // Network, in Gbit/s / 8: Trn1 page table (trn1.2xlarge "up-to 25" and no NeuronLink; it has
   // no EFA; trn1.32xlarge 800 Gbps EFA); Trn2 page table (trn2.3xlarge 0.2 Tbps, "does not use
   // NeuronLink interconnect or EFA networking"; trn2.48xlarge 3.2 Tbps EFAv3).
+  // NeuronLink: 16 chips in a 2-D torus on trn1.32xlarge (Trn1 page) and a 4x4 2-D torus on
+  // trn2.48xlarge (Trn2 page); a Trn2 UltraServer is four trn2u.48xlarge whose same-coordinate
+  // chips are linked in a ring, 256 GB/s per chip between instances (Trn2 page).
   static const std::vector<InstanceSpec> table{
       {"trn1.2xlarge", &kTrainium1, /*chips=*/1, /*logical_cores_per_chip=*/2,
        /*network_gbps=*/25.0 / 8, /*efa=*/false},
-      {"trn1.32xlarge", &kTrainium1, 16, 2, 800.0 / 8, true},
+      {"trn1.32xlarge", &kTrainium1, 16, 2, 800.0 / 8, true, /*torus_x=*/4, /*torus_y=*/4},
       {"trn2.3xlarge", &kTrainium2, 1, 4, 200.0 / 8, false},
-      {"trn2.48xlarge", &kTrainium2, 16, 4, 3200.0 / 8, true},
+      {"trn2.48xlarge", &kTrainium2, 16, 4, 3200.0 / 8, true, 4, 4},
+      {"trn2u.48xlarge", &kTrainium2, 16, 4, 3200.0 / 8, true, 4, 4,
+       /*ultraserver_instances=*/4, /*ultraserver_link_gbps=*/256.0},
   };
   return table;
 }

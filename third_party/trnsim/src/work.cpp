@@ -219,10 +219,14 @@ WorkTime time_of(const InstanceSpec& instance, const Work& work) {
                     r->bytes_out + r->bytes_back);
   }
   const auto& c = std::get<CollectiveOp>(work.what);
-  // The collective engines and links move the data; the core's compute engines are free.
+  // The collective cores drive the core's DMA engines; its compute engines stay free. The
+  // collective holds the core's DMA queues (its HBM share) for its bytes' time at their full
+  // rate (Note [Collective DMA share] in collective.h).
+  const CollectiveCost cc = collective_cost(instance, c.op, c.bytes, c.ranks);
   OpCost cost;
-  cost.bytes = c.bytes;
-  return {cost, collective_cost(instance, c.op, c.bytes, c.ranks).duration_ns};
+  cost.bytes = static_cast<uint64_t>(cc.dma_bytes);
+  cost.hbm_ns = cc.dma_ns;
+  return {cost, cc.duration_ns};
 }
 
 }  // namespace trnsim

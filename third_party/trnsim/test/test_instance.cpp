@@ -60,7 +60,8 @@ TEST(Instance, DefaultIsInTable) {
 }
 
 TEST(Instance, NamesListEveryEntry) {
-  EXPECT_EQ(instance_names(), "trn1.2xlarge, trn1.32xlarge, trn2.3xlarge, trn2.48xlarge");
+  EXPECT_EQ(instance_names(),
+            "trn1.2xlarge, trn1.32xlarge, trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge");
 }
 
 TEST(Instance, UnknownNameThrowsListingValidNames) {

@@ -84,5 +84,34 @@ dist.all_reduce(cpu)
 assert cpu.tolist() == [float(sum(range(world)))] * 8
 assert now() == before
 
+# 5. Note [Collective DMA share]: a collective moves its bytes on its core's DMA queues, so
+#    HBM-bound compute on the current stream that runs while an all-reduce runs on the group's
+#    stream finishes later by the collective's bytes over the core's DMA engines' rate. By hand,
+#    for 2 ranks on the default trn2.3xlarge: each rank sends the whole buffer (half in the
+#    reduce-scatter, half in the all-gather), and a logical core (LNC=2) has 2 x 16 DMA engines
+#    at 23 B/ns (NKI DMA bandwidth guide): 736 GB/s.
+if world == 2 and torch_neuron._C._instance_info()["name"] == "trn2.3xlarge":
+    a = torch.ones(8 * 1024 * 1024, device=device)
+    b = torch.ones(8 * 1024 * 1024, device=device)
+
+    def add_time(collective=None):
+        dist.barrier()
+        start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+        start.record()
+        work = dist.all_reduce(collective, async_op=True) if collective is not None else None
+        a.add_(b)  # 12 bytes of HBM traffic per element: bound by the DMA queues
+        end.record()
+        if work is not None:
+            work.wait()
+        return start.elapsed_time(end) * 1e6  # ns
+
+    alone = add_time()
+    shared = add_time(big)
+    expected = big.numel() * 4 / (2 * 16 * 23.0)
+    assert abs((shared - alone) - expected) <= 1e-6 * expected, (shared, alone, expected)
+    model = collective_cost("all_reduce", big.numel() * 4)["dma_ns"]
+    assert abs(model - expected) <= 1e-9 * expected, (model, expected)
+    print(f"dma share ok on rank {rank}", flush=True)
+
 dist.destroy_process_group()
 print(f"clock ok on rank {rank}", flush=True)

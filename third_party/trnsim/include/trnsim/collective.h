@@ -1,18 +1,44 @@
 // What a collective costs on the simulated interconnect: pure functions of the operation, its
 // size and where the participating NeuronCores sit (same chip, other chips of one instance over
-// NeuronLink, other instances over EFA).
+// NeuronLink, the instances of an UltraServer over NeuronLink, other instances over EFA).
 //
-// Alpha-beta model (Thakur, Rabenseifner, Gropp, "Optimization of Collective Communication
-// Operations in MPICH", IJHPCA 2005): a step costs a per-hop latency alpha plus bytes over the
-// bandwidth one rank gets on the slowest link the step crosses. A chip's DMA engines, HBM and
-// NeuronLink, and an instance's network, are shared evenly by the group's ranks using them.
-// Transfers and reductions are pipelined in slices (Neuron runtime collective docs), so a step
-// runs at the slower of the link and the rank's HBM share over the HBM touches per byte (2 to
-// forward, 3 to reduce): at large sizes a reducing collective can be HBM bound, not link bound.
-// Each stage runs the cheapest algorithm for its size (ring, or a latency-optimal recursive
-// doubling/halving or binomial tree), as the Neuron runtime picks by size. Multi-instance groups
-// run hierarchically (within each instance, then between instances), as the Neuron runtime does
-// ("Inter-node collective communication", Neuron docs).
+// Note [Collective latency]
+// A collective costs a fixed latency, a latency per algorithm step, and its bytes over the
+// slowest resource a step uses, each derived from documented hardware facts (the constants in
+// collective.cpp cite them), never from the nccom-test measurements the fidelity suite
+// compares with:
+//   - fixed, once per collective: the compute engine triggers the collective core with a write
+//     and later waits for its completion semaphore (neuron-runtime/explore/
+//     compute-comm-overlap.rst); each is one cross-engine semaphore-to-start, ~1300 ns (NKI DMA
+//     bandwidth guide), so 2.6 us;
+//   - per step within an instance (on one chip or over NeuronLink, UltraServer links too): one
+//     DMA started on a semaphore, ~1300 ns (same guide), which falls in the intra-node
+//     collectives doc's "per-hop latency of Ring/KangaRing is about 1-2 us";
+//   - per step between instances over EFA: 15 us, "a minimal packet takes 15us ... from an HBM
+//     in one server to an HBM of another" (neuron-runtime/about/collectives.rst; "~15us" per hop
+//     in the inter-node doc);
+//   - steps per algorithm, as the runtime docs describe them: Ring 2(p-1) for all-reduce and
+//     p-1 for all-gather/reduce-scatter, Mesh 1 per phase (all-reduce 2, or 1 for single-step
+//     Mesh), recursive doubling/halving log2 p per phase; the runtime picks by size, so the
+//     cheapest for the size runs.
+// Bytes (alpha-beta, Thakur, Rabenseifner, Gropp, IJHPCA 2005): a ring step runs on the
+// link-disjoint rings the topology has (Note [NeuronLink topology]); a recursive doubling or
+// tree step talks to one partner over one link direction, shared by the group's ranks on the
+// chip; Mesh writes to every peer at once over routed paths, so its bytes cross the mean number
+// of links. Every step is also bounded by the rank's DMA engines (it moves its data) and its HBM
+// share over the touches per byte (2 to forward, 3 to reduce: the intra-node doc's 1R1W/2R1W).
+// Multi-instance groups run hierarchically (within each instance, then between instances).
+//
+// Note [Collective DMA share]
+// A collective's data moves on the DMA engines of the rank's own core, the queues compute uses
+// for its HBM traffic ("DMA engines are shared resources between computation and communication",
+// compute-comm-overlap.rst). The engines arbitrate round-robin between their rings at packet
+// boundaries, with collective packets of 64 KiB against 4 KiB for compute by default (same doc),
+// so while both move data the collective gets 64/(64+4) = 94% of the engines and compute the
+// rest. Whatever the split, compute cannot finish before the engines have moved both its bytes
+// and the collective's: a collective delays HBM-bound compute on its core by the time its bytes
+// take at the DMA engines' full rate, CollectiveCost::dma_ns. Work on the core's queues models
+// this by the collective holding the core's HBM/DMA share for dma_ns (Note [Shared engines]).
 #pragma once
 
 #include <cstdint>
@@ -45,12 +71,21 @@ struct RankPlace {
 
 struct CollectiveCost {
   double duration_ns = 0;  // from the last rank's arrival to completion on every rank
-  // "ring", "recursive doubling", "recursive halving", "binomial tree", "pairwise exchange",
-  // "point-to-point", "dissemination", ...; "hierarchical <algorithm between instances>" for
+  // The part of duration_ns that does not depend on the size: the fixed latency plus the
+  // latency of every step (Note [Collective latency]), and the number of steps.
+  double latency_ns = 0;
+  int steps = 0;
+  // Bytes one rank's DMA engines move, and the time they take at the engines' full rate: how
+  // long the collective holds the core's DMA queues (Note [Collective DMA share]).
+  double dma_bytes = 0;
+  double dma_ns = 0;
+  // "ring", "mesh", "single-step mesh", "recursive doubling", "recursive halving",
+  // "recursive halving + doubling", "binomial tree", "pairwise exchange", "point-to-point", ...; "hierarchical <algorithm between instances>" for
   // groups with several ranks on each of several instances; "none" for a group of one.
   std::string algorithm;
-  // The slowest link crossed: "on-chip", "NeuronLink", "EFA", or "network" between instances
-  // that have no EFA (trn1.2xlarge, trn2.3xlarge).
+  // The slowest link crossed: "on-chip", "NeuronLink", "UltraServer NeuronLink" between the
+  // instances of a Trn2 UltraServer, "EFA", or "network" between instances that have no EFA
+  // (trn1.2xlarge, trn2.3xlarge).
   std::string link;
   // The bus bandwidth the links allow this op on this group, GB/s: busbw as the size grows, so
   // busbw never exceeds it. For a flat ring that is the bandwidth one rank gets on the slowest
@@ -70,6 +105,19 @@ struct CollectiveCost {
 // outside the instance's chips.
 CollectiveCost collective_cost(const InstanceSpec& instance, Collective op, uint64_t bytes,
                                const std::vector<RankPlace>& ranks);
+
+// The latencies of Note [Collective latency], ns.
+// Descriptor setup, synchronization and semaphore-to-start of one DMA, "~1300 ns cross-engine"
+// (NKI DMA bandwidth guide, nki/deep-dives/nki-dma-bandwidth-guide.rst).
+constexpr double kDmaStartNs = 1300.0;
+// Once per collective: the trigger of the collective core and the wait for its completion.
+constexpr double kCollectiveFixedNs = 2 * kDmaStartNs;
+// Per algorithm step within an instance: one DMA started on a semaphore.
+constexpr double kCollectiveStepNs = kDmaStartNs;
+// Per algorithm step between instances: HBM to HBM over EFA (neuron-runtime/about/
+// collectives.rst, measured with ib_write_lat on trn2.48xlarge; "~15us" per hop,
+// neuron-runtime/explore/internode-collective-comm.rst).
+constexpr double kCollectiveEfaStepNs = 15000.0;
 
 // nccl-tests' bus bandwidth factor (src/*.cu there): 2(p-1)/p for all-reduce, (p-1)/p for
 // all-gather, reduce-scatter, all-to-all, gather and scatter, 1 for the rest. Throws

@@ -39,6 +39,8 @@ struct ChipSpec {
   // NeuronCore-v3 VectorE "performance mode": BF16/FP16 copies and tensor-scalar ops at 4x the
   // NeuronCore-v2 element rate, tensor-tensor ops at 2x.
   bool vector_performance_mode;
+  // NeuronLink ports per chip, each to one neighbouring chip (Note [NeuronLink topology]).
+  int neuronlinks = 0;
 };
 
 // One EC2 instance type. A logical NeuronCore is one framework device (`neuron:i`).
@@ -51,6 +53,12 @@ struct InstanceSpec {
   // and whether it is EFA. Single-chip sizes have a plain network and no NeuronLink.
   double network_gbps = 0;
   bool efa = false;
+  // The chips' NeuronLink torus, torus_x x torus_y (0 x 0: one chip, no NeuronLink), and for
+  // an UltraServer the instances its NeuronLink joins and the GB/s per chip between them
+  // (Note [NeuronLink topology] in topology.h).
+  int torus_x = 0, torus_y = 0;
+  int ultraserver_instances = 1;
+  double ultraserver_link_gbps = 0;
 
   int core_count() const { return chips * logical_cores_per_chip; }
   int physical_cores_per_logical() const { return chip->physical_cores / logical_cores_per_chip; }
@@ -63,9 +71,13 @@ struct InstanceSpec {
   // aggregate rate, bounded by its HBM share. On Trainium1 the DMA engines are the limit
   // (272 of 410 GB/s, NKI DMA bandwidth guide); on Trainium2 the HBM share is.
   double core_stream_gbps() const {
-    const double dma = chip->dma_engines_per_core * chip->dma_engine_gbps *
-                       physical_cores_per_logical();
+    const double dma = core_dma_gbps();
     return dma < core_hbm_gbps() ? dma : core_hbm_gbps();
+  }
+  // What a logical core's DMA engines move, GB/s: 16 engines per physical core at 17 B/ns
+  // (Trainium1) or 23 B/ns (Trainium2), NKI DMA bandwidth guide.
+  double core_dma_gbps() const {
+    return chip->dma_engines_per_core * chip->dma_engine_gbps * physical_cores_per_logical();
   }
 };
 

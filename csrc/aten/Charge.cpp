@@ -21,7 +21,13 @@ void count(OpCounter* counter, Placement placement) {
 double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
               const trnsim::Work& work, Detail detail, Placement placement,
               const Operands& operands) {
-  const trnsim::WorkTime time = trnsim::time_of(system().instance(), work);
+  return charge(queue, name, counter, trnsim::time_of(system().instance(), work), detail,
+                placement, operands);
+}
+
+double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
+              const trnsim::WorkTime& time, Detail detail, Placement placement,
+              const Operands& operands) {
   if (graph_open() && append_to_graph(queue, name, time, operands)) {
     count(counter, placement);
     return queue.now_ns();

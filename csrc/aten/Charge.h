@@ -42,6 +42,12 @@ double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
               const trnsim::Work& work, Detail detail = no_detail,
               Placement placement = Placement::Device, const Operands& operands = {});
 
+// The same for work whose time is already known: time_of(instance, work) computed earlier for
+// the same work (Note [Memoized op times]).
+double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
+              const trnsim::WorkTime& time, Detail detail = no_detail,
+              Placement placement = Placement::Device, const Operands& operands = {});
+
 // The same on `device`'s current stream, for an op a kernel keeps an OpHandle of.
 double charge(c10::DeviceIndex device, const OpHandle& op, const trnsim::Work& work,
               Detail detail = no_detail);

@@ -103,6 +103,7 @@
 #include "aten/IndexChecks.h"
 #include "aten/PredictOnly.h"
 #include "aten/Charge.h"
+#include "aten/OpTimeMemo.h"
 #include "aten/OpWork.h"
 #include "aten/OpPolicy.h"
 #include "aten/OpTracking.h"
@@ -121,6 +122,7 @@ struct UnboxedOpInfo {
   IndexCheck index_check;  // what run_on_host checks before a GpSimd op
   OpCounter* counter;
   c10::OperatorHandle handle;  // for run_on_host
+  size_t memo_slot;            // its per-thread OpTimeMemo (Note [Memoized op times])
 };
 
 template <class Op>
@@ -133,7 +135,8 @@ const UnboxedOpInfo& info_of() {
         op_class == OpClass::GpSimd ? index_check_for(base_name) : IndexCheck::None;
     if (*Op::overload_name != '\0') name += std::string(".") + Op::overload_name;
     auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
-    return UnboxedOpInfo{name, base_name, op_class, index_check, &op_counter(name), handle};
+    return UnboxedOpInfo{name,   base_name, op_class, index_check, &op_counter(name),
+                         handle, new_op_time_slot()};
   }();
   return info;
 }
@@ -278,8 +281,18 @@ void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs
     bytes += nbytes(*out);
     if (!largest->defined() || out->numel() > largest->numel()) largest = out;
   }
-  charge(current_queue(run.device()), info.name, info.counter,
-         describe_op(info.op_class, info.name, run.inputs(), *largest, bytes, /*foreach=*/false),
+  // Note [Memoized op times]: the same shapes as this op's last call on this thread cost the
+  // same; only new shapes are described and costed.
+  OpTimeMemo& memo = op_time_memo(info.memo_slot);
+  const trnsim::WorkTime* known = memo.find(run.inputs(), *largest, bytes);
+  trnsim::WorkTime time;
+  if (known == nullptr) {
+    time = trnsim::time_of(
+        system().instance(),
+        describe_op(info.op_class, info.name, run.inputs(), *largest, bytes, /*foreach=*/false));
+    memo.remember(run.inputs(), *largest, bytes, time);
+  }
+  charge(current_queue(run.device()), info.name, info.counter, known ? *known : time,
          [&] { return describe_tensors(run.inputs()); }, Placement::Device,
          Operands{run.inputs(), {}, {}, output_ptrs});
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <trnsim/error.h>
+#include <trnsim/spin_lock.h>
 
 #include "runtime/PointerTable.h"
 #include "runtime/Runtime.h"
@@ -53,7 +54,7 @@ void update(StatArray& stats, size_t size, int64_t delta) {
   }
 }
 
-// Everything the allocator keeps for one device. Guarded by the allocator's mutex.
+// Everything the allocator keeps for one device. Guarded by the allocator's lock.
 struct DeviceCache {
   FreeBlocks free_blocks;
   DeviceStats stats;
@@ -97,15 +98,17 @@ struct DeviceCache {
 };
 
 // Note [Allocator hot path]: every host-executed op allocates its outputs here and frees the
-// previous ones, so the common path is kept short: one mutex for the whole allocator (the
-// per-device caches and the live-block table), taken once per allocation and once per free, no
-// heap allocation once a block is cached (its free-list node is kept in the block), and the
-// block remembers its stream's queue for the clock reading on free.
+// previous ones, so the common path is kept short: one lock for the whole allocator (the
+// per-device caches and the live-block table), taken once per allocation and once per free and
+// held for a few dozen instructions, so a spin lock (Note [Spin locks] in trnsim/spin_lock.h:
+// about a tenth of an uncontended std::mutex's instructions); no heap allocation once a block
+// is cached (its free-list node is kept in the block); the block remembers its stream's queue
+// for the clock reading on free; and allocate_on checks the device index once (current_queue).
 // DataPtrs carry the data pointer as their context (not the Block), so that
 // c10::Allocator::raw_allocate/raw_deleter work: CPU kernels running on device memory
 // (Note [Host execution]) may use them; the live table finds the block again.
 struct AllocatorState {
-  std::mutex mutex;
+  trnsim::SpinLock mutex;  // Note [Spin locks] in trnsim/spin_lock.h
   std::vector<DeviceCache> caches;  // one per visible device
   PointerTable<Block*> live;        // blocks in use, by data pointer
 };
@@ -140,7 +143,7 @@ bool release(void* ptr) {
   // In a forked child the block belongs to the parent's allocator: leave it alone.
   if (ptr == nullptr || in_bad_fork()) return false;
   auto& st = state();
-  std::lock_guard<std::mutex> lock(st.mutex);
+  std::lock_guard<trnsim::SpinLock> lock(st.mutex);
   Block** found = st.live.find(ptr);
   if (found == nullptr) return false;  // not ours; a deleter must not throw
   Block* block = *found;
@@ -198,22 +201,24 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
 
 c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device dev(kNeuron, index);
-  trnsim::Queue& queue = current_queue(index);  // checks the device index
+  // Checks the device index (and refuses a forked child), so system().device() may skip that.
+  trnsim::Queue& queue = current_queue(index);
   // A failed device allocates nothing.
-  simulator_call([&] { device(index).health().check(index); });
+  trnsim::Device& dev_state = system().device(index);
+  simulator_call([&] { dev_state.health().check(index); });
   if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
   const size_t size = round_size(nbytes);
   auto& st = state();
   auto& cache = st.caches[index];
   Block* block = nullptr;
   {
-    std::lock_guard<std::mutex> lock(st.mutex);
+    std::lock_guard<trnsim::SpinLock> lock(st.mutex);
     auto it = cache.free_blocks.lower_bound(size);
     if (it != cache.free_blocks.end() && it->first - size <= it->first / kMaxWasteDivisor) {
       block = it->second;
       block->free_node = cache.free_blocks.extract(it);
     } else {
-      auto& hbm = device(index).hbm();
+      auto& hbm = dev_state.hbm();
       void* ptr = cache.try_reserve(hbm, size);
       if (ptr == nullptr) {
         // Give the cache back to HBM and try once more before failing.
@@ -256,7 +261,7 @@ void NeuronDeviceAllocator::emptyCache(c10::MempoolId_t) {
   for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(st.caches.size()); ++i) {
     auto& d = device(i);
     if (!d.hbm_reserved()) continue;
-    std::lock_guard<std::mutex> lock(st.mutex);
+    std::lock_guard<trnsim::SpinLock> lock(st.mutex);
     st.caches[i].release_cached(d.hbm());
   }
 }
@@ -264,7 +269,7 @@ void NeuronDeviceAllocator::emptyCache(c10::MempoolId_t) {
 void NeuronDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (ptr.get_deleter() != &free_block || ptr.get() == nullptr) return;
   auto& st = state();
-  std::lock_guard<std::mutex> lock(st.mutex);
+  std::lock_guard<trnsim::SpinLock> lock(st.mutex);
   Block** found = st.live.find(ptr.get());
   if (found == nullptr) return;
   Block* block = *found;
@@ -278,13 +283,13 @@ void NeuronDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream st
 c10::CachingDeviceAllocator::DeviceStats NeuronDeviceAllocator::getDeviceStats(
     c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
-  std::lock_guard<std::mutex> lock(state().mutex);
+  std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   return cache.stats;
 }
 
 void NeuronDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
-  std::lock_guard<std::mutex> lock(state().mutex);
+  std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   auto& s = cache.stats;
   for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
                       &s.active_bytes, &s.requested_bytes}) {
@@ -295,7 +300,7 @@ void NeuronDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex index) {
 
 void NeuronDeviceAllocator::resetPeakStats(c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
-  std::lock_guard<std::mutex> lock(state().mutex);
+  std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   auto& s = cache.stats;
   for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
                       &s.active_bytes, &s.requested_bytes}) {
@@ -310,7 +315,7 @@ void NeuronDeviceAllocator::setMemoryFraction(double fraction, c10::DeviceIndex 
   index = resolve_device(index);
   const auto capacity = device(index).hbm().capacity();
   auto& cache = cache_of(index);
-  std::lock_guard<std::mutex> lock(state().mutex);
+  std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   cache.fraction = fraction;
   // As CUDA's allocator does, the limit applies to what the caching allocator reserves.
   cache.reserve_limit = static_cast<size_t>(fraction * static_cast<double>(capacity));
@@ -318,7 +323,7 @@ void NeuronDeviceAllocator::setMemoryFraction(double fraction, c10::DeviceIndex 
 
 double NeuronDeviceAllocator::getMemoryFraction(c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
-  std::lock_guard<std::mutex> lock(state().mutex);
+  std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   return cache.fraction;
 }
 

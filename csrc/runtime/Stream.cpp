@@ -83,12 +83,15 @@ trnsim::Queue& queue_of(const c10::Stream& stream) {
 }
 
 trnsim::Queue& current_queue(c10::DeviceIndex index) {
-  index = resolve_device(index);
-  // A forked child must still get device()'s error, so the cached queue is not used there.
+  // Asked by every op and allocation. A slot exists only for a checked index, so a cached queue
+  // needs no check of an explicit index; a forked child must still get device()'s error, so
+  // the cached queue is not used there.
+  if (index == -1) index = current_device();
   const auto& streams = current_streams();
-  if (static_cast<size_t>(index) < streams.size() && !in_bad_fork()) {
+  if (index >= 0 && static_cast<size_t>(index) < streams.size() && !in_bad_fork()) {
     if (trnsim::Queue* queue = streams[index].queue) return *queue;
   }
+  index = resolve_device(index);
   trnsim::Queue& queue = queue_of(current_stream(index));
   current_slot(index).queue = &queue;
   return queue;

@@ -63,10 +63,10 @@ double Queue::launch(const std::string& name, const OpCost& cost, double duratio
       tracing_.load(std::memory_order_relaxed) || global_tracing.load(std::memory_order_relaxed);
   const bool watched = observed.load(std::memory_order_relaxed);
   // Note [Shared engines]: wait for the device's engines this work uses.
-  std::unique_lock<std::mutex> engines_lock;
+  std::unique_lock<SpinLock> engines_lock;
   const bool shares = engines_ != nullptr && SharedEngines::uses_any(cost);
   if (shares) {
-    engines_lock = std::unique_lock<std::mutex>(engines_->mutex);
+    engines_lock = std::unique_lock<SpinLock>(engines_->mutex);
     wait_until(engines_->earliest_start(cost));
   }
   if (!tracing && !watched) {

@@ -17,6 +17,7 @@
 
 #include "trnsim/cost.h"
 #include "trnsim/fault.h"
+#include "trnsim/spin_lock.h"
 
 namespace trnsim {
 
@@ -71,7 +72,7 @@ class SharedEngines {
   void occupy(const OpCost& cost, double start);
   static bool uses_any(const OpCost& cost);
 
-  std::mutex mutex;  // held by a launch from its earliest_start to its occupy
+  SpinLock mutex;  // held by a launch from its earliest_start to its occupy (Note [Spin locks])
 
  private:
   std::array<double, kEngineCount + 1> free_at_{};  // the engines, then the HBM share

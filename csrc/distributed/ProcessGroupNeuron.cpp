@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 
@@ -30,13 +31,13 @@ using c10d::OpType;
 using trnsim::Collective;
 using WorkList = std::vector<c10::intrusive_ptr<c10d::Work>>;
 
-// The Gloo point-to-point tags the group uses itself. Users' tags stay below kHeaderTagBit;
-// sends use it for their headers and receivers kSizeTagBit for their sizes (Note
+// The Gloo point-to-point tags the group uses itself. Users' tags stay below kBulkTagBit;
+// sends use it for their bulk data and receivers kSizeTagBit for their sizes (Note
 // [Point-to-point sizes]); collectives exchange their agreement records on both bits (Note
 // [Neuron process group]).
-constexpr int kHeaderTagBit = 1 << 29;
+constexpr int kBulkTagBit = 1 << 29;
 constexpr int kSizeTagBit = 1 << 30;
-constexpr int kAgreementTag = kHeaderTagBit | kSizeTagBit;
+constexpr int kAgreementTag = kBulkTagBit | kSizeTagBit;
 
 // The neuron device the op runs on: the first neuron tensor's, or nullopt for CPU-only calls.
 std::optional<c10::Device> neuron_device(const std::vector<at::Tensor>& tensors) {
@@ -132,11 +133,13 @@ std::string json_detail(const trnsim::CollectiveCost& cost, Collective kind, uin
 
 }  // namespace
 
-ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank,
+ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
+                                       c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank,
                                        int size, std::chrono::milliseconds timeout,
                                        std::string group_name, c10::DeviceIndex device, int node)
     : Backend(rank, size),
       gloo_(std::move(gloo)),
+      cpu_(cpu_gloo ? std::move(cpu_gloo) : gloo_),
       timeout_(timeout),
       group_name_(std::move(group_name)),
       device_(device),
@@ -225,8 +228,11 @@ void ProcessGroupNeuron::raise_failed(const char* op, const std::exception& e) c
 
 double ProcessGroupNeuron::arrival_ns(c10::Device device) {
   const auto index = device.index();
-  return std::max(current_queue(index).now_ns(),
-                  queue_of(collective_stream(index, stream_slot_)).now_ns());
+  // A collective needs its core's DMA queues (Note [Collective DMA share]): it arrives once
+  // work other streams put on them is done, so every rank starts it at the agreed time.
+  return std::max({current_queue(index).now_ns(),
+                   queue_of(collective_stream(index, stream_slot_)).now_ns(),
+                   torch_neuron::device(index).dma_free_ns()});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
@@ -299,7 +305,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const auto device = neuron_device(tensors);
-  if (!device) return gloo_->broadcast(tensors, opts);
+  if (!device) return cpu_->broadcast(tensors, opts);
   HostStaging staging;
   auto host = staging.outputs(tensors);
   return collective(Collective::Broadcast, OpType::BROADCAST, *device, total_bytes(tensors), dtype_of(tensors),
@@ -309,7 +315,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const auto device = neuron_device(tensors);
-  if (!device) return gloo_->allreduce(tensors, opts);
+  if (!device) return cpu_->allreduce(tensors, opts);
   check_reducible(tensors, "all_reduce");
   HostStaging staging;
   auto host = staging.outputs(tensors);
@@ -323,7 +329,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const auto device = neuron_device(tensors);
-  if (!device) return gloo_->allreduce_coalesced(tensors, opts);
+  if (!device) return cpu_->allreduce_coalesced(tensors, opts);
   check_reducible(tensors, "all_reduce_coalesced");
   HostStaging staging;
   auto host = staging.outputs(tensors);
@@ -346,7 +352,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   const auto device = neuron_device(tensors);
-  if (!device) return gloo_->reduce(tensors, opts);
+  if (!device) return cpu_->reduce(tensors, opts);
   check_reducible(tensors, "reduce");
   HostStaging staging;
   auto host = staging.outputs(tensors);
@@ -363,7 +369,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
     const c10d::AllgatherOptions& opts) {
   auto device = neuron_device(inputs);
   if (!device) device = neuron_device(outputs);
-  if (!device) return gloo_->allgather(outputs, inputs, opts);
+  if (!device) return cpu_->allgather(outputs, inputs, opts);
   HostStaging staging;
   auto host_in = staging.inputs(inputs);
   auto host_out = staging.outputs(outputs);
@@ -385,7 +391,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   auto device = neuron_device(inputs);
   if (!device) device = neuron_device(outputs);
-  if (!device) return gloo_->allgather_coalesced(outputs, inputs, opts);
+  if (!device) return cpu_->allgather_coalesced(outputs, inputs, opts);
   HostStaging staging;
   auto host_in = staging.inputs(inputs);
   auto host_out = staging.outputs(outputs);
@@ -402,8 +408,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
   auto device = neuron_device(inputs);
   if (!device) device = neuron_device(outputs);
   if (!device) {
-    if (outputs.size() == 1) return gloo_->_allgather_base(outputs[0], inputs[0], opts);
-    return gloo_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+    if (outputs.size() == 1) return cpu_->_allgather_base(outputs[0], inputs[0], opts);
+    return cpu_->allgather_into_tensor_coalesced(outputs, inputs, opts);
   }
   TORCH_CHECK(outputs.size() == inputs.size(), "all_gather_into_tensor: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
@@ -427,7 +433,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
     const c10d::GatherOptions& opts) {
   auto device = neuron_device(inputs);
   if (!device) device = neuron_device(outputs);
-  if (!device) return gloo_->gather(outputs, inputs, opts);
+  if (!device) return cpu_->gather(outputs, inputs, opts);
   HostStaging staging;
   auto host_in = staging.inputs(inputs);
   auto host_out = staging.outputs(outputs);
@@ -444,7 +450,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
     const c10d::ScatterOptions& opts) {
   auto device = neuron_device(outputs);
   if (!device) device = neuron_device(inputs);
-  if (!device) return gloo_->scatter(outputs, inputs, opts);
+  if (!device) return cpu_->scatter(outputs, inputs, opts);
   HostStaging staging;
   auto host_out = staging.outputs(outputs);
   std::vector<std::vector<at::Tensor>> host_in;
@@ -459,7 +465,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   auto device = neuron_device(outputs);
   if (!device) device = neuron_device(inputs);
-  if (!device) return gloo_->reduce_scatter(outputs, inputs, opts);
+  if (!device) return cpu_->reduce_scatter(outputs, inputs, opts);
   for (const auto& list : inputs) check_reducible(list, "reduce_scatter");
   HostStaging staging;
   auto host_out = staging.outputs(outputs);
@@ -487,8 +493,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
   auto device = neuron_device(inputs);
   if (!device) device = neuron_device(outputs);
   if (!device) {
-    if (outputs.size() == 1) return gloo_->_reduce_scatter_base(outputs[0], inputs[0], opts);
-    return gloo_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+    if (outputs.size() == 1) return cpu_->_reduce_scatter_base(outputs[0], inputs[0], opts);
+    return cpu_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
   }
   TORCH_CHECK(outputs.size() == inputs.size(), "reduce_scatter_tensor: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
@@ -518,7 +524,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   auto device = neuron_device({input, output});
   if (!device) {
-    return gloo_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+    return cpu_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
   }
   HostStaging staging;
   auto host_in = staging.input(input);
@@ -536,7 +542,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
                                                             const c10d::AllToAllOptions& opts) {
   auto device = neuron_device(inputs);
   if (!device) device = neuron_device(outputs);
-  if (!device) return gloo_->alltoall(outputs, inputs, opts);
+  if (!device) return cpu_->alltoall(outputs, inputs, opts);
   HostStaging staging;
   auto host_in = staging.inputs(inputs);
   auto host_out = staging.outputs(outputs);
@@ -555,7 +561,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOp
 
 void ProcessGroupNeuron::monitoredBarrier(const c10d::BarrierOptions& opts,
                                           bool wait_all_ranks) {
-  gloo_->monitoredBarrier(opts, wait_all_ranks);
+  cpu_->monitoredBarrier(opts, wait_all_ranks);
 }
 
 namespace {
@@ -588,9 +594,17 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupNeuron::split(
   if (!gloo) return nullptr;
   const auto timeout = opts ? opts->timeout : timeout_;
   gloo->setTimeout(timeout);
+  // The CPU group splits too, under keys of its own (Note [CPU tensors in a group of their own]).
+  c10::intrusive_ptr<c10d::Backend> cpu;
+  if (cpu_ != gloo_) {
+    c10::WarningUtils::WarningHandlerGuard guard(&silent);
+    cpu = cpu_->split(c10::make_intrusive<c10d::PrefixStore>("cpu", attempt_store(store)), ranks,
+                      opts);
+    cpu->setTimeout(timeout);
+  }
   auto group = c10::make_intrusive<ProcessGroupNeuron>(
-      gloo, gloo->getRank(), gloo->getSize(), timeout, opts ? opts->group_name : group_name_,
-      device_, node_);
+      gloo, cpu, gloo->getRank(), gloo->getSize(), timeout,
+      opts ? opts->group_name : group_name_, device_, node_);
   group->setGroupUid(opts ? opts->group_name : group_name_);
   return group;
 }
@@ -604,26 +618,42 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 // Note [Point-to-point sizes]
 // Gloo moves point-to-point bytes without checking that a send and its receive agree on the
 // size: a smaller send into a larger receive completes with part of the buffer stale, a larger
-// one aborts the process. So the two sides exchange sizes first, on tags of their own (Gloo
-// keeps messages in order per peer and tag: headers, sizes and data each stay in order):
-//   - at issue, the sender sends a header [arrival time, bytes] and posts a receive for the
-//     receiver's size; a receiver from a known rank posts the header's and the data's receives
-//     and sends its own size back;
-//   - once the receiver's size is in, the sender's lane (SendLanes.h: one thread per peer and
-//     tag, in issue order) sends the data when the sizes agree, else as many zero bytes as the
-//     receiver posted, so that the posted receive completes and the messages stay in order;
-//   - both sides then raise a DistBackendError naming both ranks and both sizes; the group
-//     stays usable.
-// The lane makes a send's completion independent of its wait(): isend/irecv pairs may be
-// waited for in any order, as with Gloo. A receive from any rank learns the sender only from
-// the header, so it sends its size when it is waited for: that sender's send completes once
-// the receive is waited for.
+// one aborts the process. Each side therefore tells the other its size, without adding a
+// round trip to a small message (Gloo keeps messages in order per peer and tag; the group's
+// messages use tags of their own):
+//   - a receive, at issue, posts an inbox of kHeaderBytes + kInlineBytes on the user's tag,
+//     and when it holds more than kInlineBytes a bulk receive straight into its buffer (bulk
+//     tag); it sends its size to the sender (size tag);
+//   - a send, at issue, posts the receive of that size and sends its header [arrival time,
+//     bytes] in the inbox message, followed there by its data when it holds at most
+//     kInlineBytes (one message: no thread, no waiting for the receiver);
+//   - a larger send's data must not overflow the bulk receive, so it waits for the
+//     receiver's size on the send's lane (SendLanes.h: one thread per peer and tag, so that
+//     its completion never waits for the caller's wait(); isend/irecv pairs may be waited
+//     for in any order, as with Gloo) and sends the data when the sizes agree;
+//   - when they differ, a receiver that posted a bulk receive gets one byte in it instead
+//     (sent by the lane, in issue order with the bulk messages of later sends), and both
+//     sides raise a DistBackendError naming both ranks and sizes; the group stays usable.
+// A small send's wait() returns once its message is out and the receiver's size is in: the
+// size was sent when the receive was issued, so it travels while the data does. A receive
+// from any rank learns the sender only from the header, so it sends its size (and posts its
+// bulk receive) when it is waited for: that sender's send completes once the receive is
+// waited for. kInlineBytes is an assumption of this design, not a hardware figure: data up
+// to it is copied into the message, a cost that stays below one message latency here.
 namespace {
+
+constexpr int64_t kHeaderBytes = 2 * sizeof(double);
+constexpr int64_t kInlineBytes = 64 << 10;
 
 std::vector<at::Tensor> one_double(double value) {
   std::vector<at::Tensor> t{at::empty({1}, at::kDouble)};
   t[0].data_ptr<double>()[0] = value;
   return t;
+}
+
+// The bytes of a contiguous host tensor, as a flat uint8 tensor sharing its memory.
+at::Tensor as_bytes(const at::Tensor& host) {
+  return host.reshape({-1}).view(at::kByte);
 }
 
 [[noreturn]] void size_mismatch(int sender, uint64_t sent, int receiver, uint64_t received) {
@@ -635,8 +665,8 @@ std::vector<at::Tensor> one_double(double value) {
 }
 
 void check_tag(int tag, const char* op) {
-  TORCH_CHECK(tag >= 0 && tag < kHeaderTagBit, op, ": tag ", tag, " is out of range: neuron ",
-              "point-to-point tags are 0 to ", kHeaderTagBit - 1);
+  TORCH_CHECK(tag >= 0 && tag < kBulkTagBit, op, ": tag ", tag, " is out of range: neuron ",
+              "point-to-point tags are 0 to ", kBulkTagBit - 1);
 }
 
 }  // namespace
@@ -656,10 +686,31 @@ double ProcessGroupNeuron::charge_transfer(c10::Device device, const char* name,
                 });
 }
 
+void ProcessGroupNeuron::settle_sends(int peer, int tag, const std::shared_ptr<PendingSend>& last) {
+  // One thread at a time sends the bulk messages of (peer, tag): its lane, or the caller's
+  // wait() when it gets there first (no thread hop: the lane's task then finds it done).
+  SendQueue& queue = send_queues_.of(peer, tag);
+  std::lock_guard<std::mutex> settling(queue.settling);
+  while (!last->settled) {
+    auto send = queue.front();
+    if (!send) return;
+    if (!send->settled) {
+      const uint64_t wanted = send->wanted->get();
+      if (wanted > static_cast<uint64_t>(kInlineBytes)) {  // the receiver posted a bulk receive
+        std::vector<at::Tensor> bulk{wanted == send->bytes ? send->bulk
+                                                           : at::zeros({1}, at::kByte)};
+        gloo_->send(bulk, peer, tag | kBulkTagBit)->wait();
+      }
+      send->settled = true;
+    }
+    queue.pop(send);
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>& tensors,
                                                         int dst_rank, int tag) {
   const auto device = neuron_device(tensors);
-  if (!device) return gloo_->send(tensors, dst_rank, tag);
+  if (!device) return cpu_->send(tensors, dst_rank, tag);
   TORCH_CHECK(tensors.size() == 1, "neuron process group: send takes one tensor");
   TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize(), "send: destination rank ", dst_rank,
               " is not in the group of ", getSize(), " ranks");
@@ -669,32 +720,45 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
       current_queue(device->index()).now_ns(),
       queue_of(collective_stream(device->index(), stream_slot_ + 1)).now_ns());
   // Note [Point-to-point sizes].
-  std::vector<at::Tensor> header{at::empty({2}, at::kDouble)};
-  header[0].data_ptr<double>()[0] = arrival;
-  header[0].data_ptr<double>()[1] = static_cast<double>(bytes);
-  auto header_work = gloo_->send(header, dst_rank, tag | kHeaderTagBit);
+  auto pending = std::make_shared<PendingSend>();
+  pending->bytes = bytes;
   std::vector<at::Tensor> wanted{at::empty({1}, at::kDouble)};
-  auto wanted_work = gloo_->recv(wanted, dst_rank, tag | kSizeTagBit);
+  pending->wanted = std::make_shared<SharedSize>(gloo_->recv(wanted, dst_rank, tag | kSizeTagBit),
+                                                 wanted[0]);
   auto staging = std::make_shared<HostStaging>();
-  std::vector<at::Tensor> data{staging->input(tensors[0])};
+  const at::Tensor data = as_bytes(staging->input(tensors[0]));
+  const bool inline_data = bytes <= static_cast<uint64_t>(kInlineBytes);
+  std::vector<at::Tensor> message{
+      at::empty({kHeaderBytes + (inline_data ? static_cast<int64_t>(bytes) : 0)}, at::kByte)};
+  auto* header = reinterpret_cast<double*>(message[0].data_ptr());
+  header[0] = arrival;
+  header[1] = static_cast<double>(bytes);
+  if (inline_data && bytes > 0) {
+    std::memcpy(message[0].data_ptr<uint8_t>() + kHeaderBytes, data.data_ptr(), bytes);
+  } else if (!inline_data) {
+    pending->bulk = data;
+    pending->keep_alive = staging;
+  }
+  send_queues_.of(dst_rank, tag).push(pending);
+  auto message_work = gloo_->send(message, dst_rank, tag);
   // The sender's side ends once its bytes are on the link (the receiver buffers them).
   const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival, true);
-  auto sent = lanes_->run(dst_rank, tag, [this, header, header_work, wanted, wanted_work, data,
-                                          staging, bytes, dst_rank, tag]() mutable {
-    wanted_work->wait();
-    const auto expected = static_cast<uint64_t>(wanted[0].data_ptr<double>()[0]);
-    if (expected != bytes) {
-      std::vector<at::Tensor> zeros{at::zeros({static_cast<int64_t>(expected)}, at::kByte)};
-      gloo_->send(zeros, dst_rank, tag)->wait();
-      header_work->wait();
-      size_mismatch(getRank(), bytes, dst_rank, expected);
-    }
-    gloo_->send(data, dst_rank, tag)->wait();
-    header_work->wait();
-  });
+  if (!inline_data) {  // its data goes out even if nobody waits for this send
+    lanes_->run(dst_rank, tag, [this, dst_rank, tag, pending] {
+      settle_sends(dst_rank, tag, pending);
+    });
+  }
+  // NeuronWork waits for `message_work` before `finish`.
+  auto finish = [this, pending, message, inline_data, bytes, dst_rank, tag, end] {
+    const uint64_t wanted = pending->wanted->get();
+    if (wanted != bytes || !inline_data) settle_sends(dst_rank, tag, pending);
+    pending->settled = true;
+    if (wanted != bytes) size_mismatch(getRank(), bytes, dst_rank, wanted);
+    return end;
+  };
   return c10::make_intrusive<NeuronWork>(
       getRank(), OpType::SEND, tensors, collective_stream(device->index(), stream_slot_ + 1),
-      std::move(sent), [end] { return end; }, error_context(c10::str("send to rank ", dst_rank)));
+      std::move(message_work), finish, error_context(c10::str("send to rank ", dst_rank)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
@@ -703,36 +767,47 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
   TORCH_CHECK(tensors.size() == 1, "neuron process group: recv takes one tensor");
   check_tag(tag, "recv");
   const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
+  const bool bulk = bytes > static_cast<uint64_t>(kInlineBytes);
   const double arrival = arrival_ns(*device);
-  std::vector<at::Tensor> header{at::empty({2}, at::kDouble)};
   auto staging = std::make_shared<HostStaging>();
-  std::vector<at::Tensor> data{staging->output(tensors[0])};
+  const at::Tensor data = as_bytes(staging->output(tensors[0]));
+  std::vector<at::Tensor> inbox{at::empty({kHeaderBytes + kInlineBytes}, at::kByte)};
   std::vector<at::Tensor> mine = one_double(static_cast<double>(bytes));
   // From a known rank all is posted now (Note [Point-to-point sizes]); from any rank, this
-  // rank's size and the data's receive wait for the header, which names the sender.
-  c10::intrusive_ptr<c10d::Work> header_work, data_work, size_work;
+  // rank's size and the bulk receive wait for the header, which names the sender.
+  c10::intrusive_ptr<c10d::Work> inbox_work, bulk_work, size_work;
   if (type == OpType::RECV) {
-    header_work = gloo_->recv(header, peer, tag | kHeaderTagBit);
-    data_work = gloo_->recv(data, peer, tag);
+    inbox_work = gloo_->recv(inbox, peer, tag);
+    if (bulk) {
+      std::vector<at::Tensor> into{data};
+      bulk_work = gloo_->recv(into, peer, tag | kBulkTagBit);
+    }
     size_work = gloo_->send(mine, peer, tag | kSizeTagBit);
   } else {
-    header_work = gloo_->recvAnysource(header, tag | kHeaderTagBit);
+    inbox_work = gloo_->recvAnysource(inbox, tag);
   }
-  // NeuronWork waits for the pending Gloo work before `finish`; a Gloo receive must not be
-  // waited for twice (the second wait blocks for another message).
-  auto finish = [this, device, header, data, mine, staging, header_work, size_work,
-                 known = bool(data_work), bytes, arrival, peer, tag]() mutable {
-    const int src = known ? peer : header_work->sourceRank();
+  // NeuronWork waits for `inbox_work` before `finish`; a Gloo receive must not be waited for
+  // twice (the second wait blocks for another message).
+  auto finish = [this, device, inbox, data, mine, staging, inbox_work, bulk_work, size_work,
+                 known = type == OpType::RECV, bulk, bytes, arrival, peer, tag]() mutable {
+    const int src = known ? peer : inbox_work->sourceRank();
     if (known) {
-      header_work->wait();  // the data, which came after it, is in
       size_work->wait();
     } else {
       gloo_->send(mine, src, tag | kSizeTagBit)->wait();
-      gloo_->recv(data, src, tag)->wait();
+      if (bulk) {
+        std::vector<at::Tensor> into{data};
+        bulk_work = gloo_->recv(into, src, tag | kBulkTagBit);
+      }
     }
-    const double sent_at = header[0].data_ptr<double>()[0];
-    const auto sent = static_cast<uint64_t>(header[0].data_ptr<double>()[1]);
-    if (sent != bytes) size_mismatch(src, sent, getRank(), bytes);  // the data is zeros
+    const auto* header = reinterpret_cast<const double*>(inbox[0].data_ptr());
+    const double sent_at = header[0];
+    const auto sent = static_cast<uint64_t>(header[1]);
+    if (bulk_work) bulk_work->wait();  // the data, or one byte when the sizes differ
+    if (sent != bytes) size_mismatch(src, sent, getRank(), bytes);
+    if (!bulk && bytes > 0) {
+      std::memcpy(data.data_ptr(), inbox[0].data_ptr<uint8_t>() + kHeaderBytes, bytes);
+    }
     staging->finish();
     return charge_transfer(*device, "c10d::recv", bytes, src, std::max(sent_at, arrival),
                            false);
@@ -740,13 +815,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
   const std::string peer_name = peer >= 0 ? c10::str("rank ", peer) : "any rank";
   return c10::make_intrusive<NeuronWork>(getRank(), type, tensors,
                                          collective_stream(device->index(), stream_slot_),
-                                         data_work ? data_work : header_work, finish,
+                                         inbox_work, finish,
                                          error_context("receive from " + peer_name));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor>& tensors,
                                                         int src_rank, int tag) {
-  if (!neuron_device(tensors)) return gloo_->recv(tensors, src_rank, tag);
+  if (!neuron_device(tensors)) return cpu_->recv(tensors, src_rank, tag);
   TORCH_CHECK(src_rank >= 0 && src_rank < getSize(), "recv: source rank ", src_rank,
               " is not in the group of ", getSize(), " ranks");
   return point_to_point(OpType::RECV, tensors, src_rank, tag);
@@ -754,7 +829,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recv(std::vector<at::Tensor>&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(
     std::vector<at::Tensor>& tensors, int tag) {
-  if (!neuron_device(tensors)) return gloo_->recvAnysource(tensors, tag);
+  if (!neuron_device(tensors)) return cpu_->recvAnysource(tensors, tag);
   return point_to_point(OpType::RECVANYSOURCE, tensors, -1, tag);
 }
 

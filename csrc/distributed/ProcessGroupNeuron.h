@@ -11,13 +11,15 @@
 //           process);
 //   end   = start + trnsim::collective_cost(op, bytes, where the group's cores sit).
 // Every rank computes the same start and cost, so clocks agree across ranks and a late rank
-// delays everyone, as on hardware. CPU tensors go to Gloo unchanged and cost no device time.
+// delays everyone, as on hardware. CPU tensors go to Gloo unchanged and cost no device time
+// (to a Gloo group of their own: Note [CPU tensors in a group of their own]).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <trnsim/collective.h>
 
+#include "distributed/PointToPoint.h"
 #include "distributed/SendLanes.h"
 
 #include <functional>
@@ -31,10 +33,13 @@ class HostStaging;
 
 class ProcessGroupNeuron final : public c10d::Backend {
  public:
-  // `gloo` is a ProcessGroupGloo over the same ranks; `node` is the simulated instance this
+  // `gloo` is a ProcessGroupGloo over the same ranks that moves neuron tensors' bytes;
+  // `cpu_gloo` another one for calls on CPU tensors only, or null to use `gloo` for those too
+  // (Note [CPU tensors in a group of their own]); `node` is the simulated instance this
   // process sits on (torchrun's GROUP_RANK). Exchanges every rank's NeuronCore with the group
   // and raises if a rank has no core or two ranks claim the same one.
-  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size,
+  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
+                     c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size,
                      std::chrono::milliseconds timeout, std::string group_name,
                      c10::DeviceIndex device, int node);
 
@@ -120,6 +125,10 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // A point-to-point op's Work: `finish` copies data into place and returns the end time.
   c10::intrusive_ptr<c10d::Work> point_to_point(c10d::OpType type, std::vector<at::Tensor>& tensors,
                                                 int peer, int tag);
+  // Sends what the unsettled sends to (peer, tag) owe their receivers' bulk receives, oldest
+  // first, until `last` is settled (Note [Point-to-point sizes]): on that lane, or in a
+  // send's wait() that gets there first, one thread at a time.
+  void settle_sends(int peer, int tag, const std::shared_ptr<PendingSend>& last);
   // Charges a transfer between this rank and `peer` that can start at `start_ns`, on the
   // group's send stream or its collective stream (receives).
   double charge_transfer(c10::Device device, const char* name, uint64_t bytes, int peer,
@@ -131,6 +140,15 @@ class ProcessGroupNeuron final : public c10d::Backend {
   std::string exited_ranks() const;
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
+  // Note [CPU tensors in a group of their own]
+  // Calls on CPU tensors only go to a Gloo group of their own, not to gloo_: a thread may then
+  // run CPU collectives while another runs neuron ones, as torch.distributed.checkpoint's
+  // async_save does (its background thread exchanges the save plan on the CPU while training
+  // goes on). Two threads issuing collectives on one Gloo group interleave them differently on
+  // different ranks and Gloo aborts on the mismatch. This is what "cpu:gloo,cuda:nccl" gives
+  // CUDA users; for a group whose CPU tensors another backend takes ("cpu:gloo,neuron:neuron")
+  // torch_neuron.distributed passes no CPU group and cpu_ is gloo_.
+  c10::intrusive_ptr<c10d::Backend> cpu_;
   std::chrono::milliseconds timeout_;
   std::string group_name_;
   c10::DeviceIndex device_;
@@ -138,7 +156,8 @@ class ProcessGroupNeuron final : public c10d::Backend {
   int stream_slot_;  // this group's collective stream slot; slot + 1 is its send stream
   std::vector<trnsim::RankPlace> places_;
   std::vector<int64_t> pids_;  // per rank; -1 for ranks on other machines
-  // Last, so that it is destroyed first: its threads use gloo_.
+  SendQueues send_queues_;
+  // Last, so that it is destroyed first: its threads use gloo_ and send_queues_.
   std::unique_ptr<SendLanes> lanes_ = std::make_unique<SendLanes>();
 };
 

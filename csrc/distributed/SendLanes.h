@@ -1,4 +1,4 @@
-// Background threads that finish point-to-point sends in order per (peer, tag), so that a
+// Background threads that finish large point-to-point sends in order per (peer, tag), so that a
 // send's completion never waits for the caller to wait() on it (Note [Point-to-point sizes]
 // in ProcessGroupNeuron.cpp).
 #pragma once

@@ -72,13 +72,16 @@ void bind_distributed(py::module& m) {
   // subclass shares its pybind11 type, so PyTorch's ProcessGroup accepts it.
   py::class_<ProcessGroupNeuron, c10d::Backend, c10::intrusive_ptr<ProcessGroupNeuron>>(
       m, "_ProcessGroupNeuron")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo, int rank, int size,
-                       std::chrono::milliseconds timeout, std::string group_name, int device,
-                       int node) {
-             return c10::make_intrusive<ProcessGroupNeuron>(gloo, rank, size, timeout,
-                                                            std::move(group_name), device, node);
+      .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
+                       const std::optional<c10::intrusive_ptr<c10d::Backend>>& cpu_gloo, int rank,
+                       int size, std::chrono::milliseconds timeout, std::string group_name,
+                       int device, int node) {
+             return c10::make_intrusive<ProcessGroupNeuron>(
+                 gloo, cpu_gloo.value_or(nullptr), rank, size, timeout, std::move(group_name),
+                 device, node);
            }),
-           py::arg("gloo"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("gloo"), py::arg("cpu_gloo"), py::arg("rank"), py::arg("size"),
+           py::arg("timeout"),
            py::arg("group_name"), py::arg("device"), py::arg("node"),
            py::call_guard<py::gil_scoped_release>())
       // dist.split_group deep-copies the parent's `options` when given none; c10d's Options

@@ -8,6 +8,7 @@ Each rank is one process that starts on NeuronCore `neuron:LOCAL_RANK` of its si
 TorchNeuron's does; Gloo moves the bytes and the simulator times them on NeuronLink/EFA.
 """
 
+import contextvars
 import functools
 
 import torch
@@ -29,15 +30,35 @@ def _node() -> int:
     return _C._setting("GROUP_RANK") or 0
 
 
+# Whether the group being created gives CPU tensors to another backend ("cpu:gloo,neuron:neuron"):
+# set by _new_process_group_helper's wrapper below around the creator's call.
+_cpu_taken_elsewhere = contextvars.ContextVar("torch_neuron_cpu_taken_elsewhere", default=False)
+
+
+def _gloo_group(store, options):
+    gloo = dist.ProcessGroupGloo(store, options.group_rank, options.group_size, options.timeout)
+    # As c10d does for the Gloo groups it makes, but never empty: ProcessGroupGloo.split maps
+    # ranks through this list, and an empty one is only read as "the world" for the process's
+    # first Gloo group (a second one, the CPU group, would crash on split).
+    gloo.options.global_ranks_in_group = (list(options.global_ranks_in_group)
+                                          or list(range(options.group_size)))
+    gloo.options.group_name = options.group_id
+    return gloo
+
+
 def _create_backend(options, pg_options):
-    """c10d's creator (extended API): a ProcessGroupNeuron over a Gloo group of the same ranks."""
+    """c10d's creator (extended API): a ProcessGroupNeuron over a Gloo group of the same ranks,
+    with a second Gloo group for calls on CPU tensors (Note [CPU tensors in a group of their
+    own]) unless the group gives CPU tensors to another backend."""
     # torchrun keeps its store across restarts (--max-restarts), so a restarted job would find
     # the dead attempt's Gloo addresses under the same keys and fail to connect: key by attempt.
     attempt = _C._setting("TORCHELASTIC_RESTART_COUNT") or 0
     store = dist.PrefixStore(f"neuron_attempt_{attempt}", options.store)
-    gloo = dist.ProcessGroupGloo(store, options.group_rank, options.group_size, options.timeout)
-    return _C._ProcessGroupNeuron(gloo, options.group_rank, options.group_size, options.timeout,
-                                  options.group_id, _rank_device(), _node())
+    gloo = _gloo_group(store, options)
+    cpu = None if _cpu_taken_elsewhere.get() else _gloo_group(dist.PrefixStore("cpu", store),
+                                                              options)
+    return _C._ProcessGroupNeuron(gloo, cpu, options.group_rank, options.group_size,
+                                  options.timeout, options.group_id, _rank_device(), _node())
 
 
 def _neuron_is_the_accelerator() -> bool:
@@ -48,14 +69,24 @@ def _neuron_is_the_accelerator() -> bool:
 def _default_to_neuron(new_process_group_helper):
     """PyTorch 2.13 gives init_process_group() without a backend a Gloo default for custom
     accelerators (pytorch/pytorch#179901; `dist.get_backend()` then says "undefined"): on
-    neuron, the undefined backend means "neuron", as it means "nccl" on CUDA."""
+    neuron, the undefined backend means "neuron", as it means "nccl" on CUDA. Also tells the
+    creator whether another backend takes the group's CPU tensors."""
 
     @functools.wraps(new_process_group_helper)
     def helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
         if backend == dist.Backend.UNDEFINED and _neuron_is_the_accelerator():
             backend = dist.Backend(BACKEND_NAME)
-        return new_process_group_helper(group_size, group_rank, global_ranks_in_group, backend,
-                                        *args, **kwargs)
+        try:
+            cpu_backend = dist.distributed_c10d.BackendConfig(backend).get_device_backend_map()\
+                .get("cpu")
+        except ValueError:  # c10d raises its own error for this backend string just after
+            cpu_backend = None
+        token = _cpu_taken_elsewhere.set(cpu_backend not in (None, BACKEND_NAME))
+        try:
+            return new_process_group_helper(group_size, group_rank, global_ranks_in_group,
+                                            backend, *args, **kwargs)
+        finally:
+            _cpu_taken_elsewhere.reset(token)
 
     helper._torch_neuron_default_backend = True
     return helper

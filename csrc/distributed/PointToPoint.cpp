@@ -1,0 +1,45 @@
+#include "distributed/PointToPoint.h"
+
+namespace torch_neuron {
+
+SharedSize::SharedSize(c10::intrusive_ptr<c10d::Work> work, at::Tensor value)
+    : work_(std::move(work)), value_(std::move(value)) {}
+
+uint64_t SharedSize::get() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!done_) {
+    try {
+      work_->wait();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    done_ = true;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return static_cast<uint64_t>(value_.data_ptr<double>()[0]);
+}
+
+void SendQueue::push(std::shared_ptr<PendingSend> send) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!sends_.empty() && sends_.front()->settled) sends_.pop_front();
+  sends_.push_back(std::move(send));
+}
+
+std::shared_ptr<PendingSend> SendQueue::front() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sends_.empty() ? nullptr : sends_.front();
+}
+
+void SendQueue::pop(const std::shared_ptr<PendingSend>& send) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sends_.empty() && sends_.front() == send) sends_.pop_front();
+}
+
+SendQueue& SendQueues::of(int peer, int tag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = queues_[{peer, tag}];
+  if (!slot) slot = std::make_unique<SendQueue>();
+  return *slot;
+}
+
+}  // namespace torch_neuron

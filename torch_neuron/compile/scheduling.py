@@ -72,11 +72,12 @@ class KernelWork:
                     if isinstance(v, InplacedBuffer)}
         terms += [2 * _buffer_bytes(v.other_names[-1]) for v in inplaced.values()]
         self.bytes = sympy.Add(*terms) if terms else sympy.Integer(0)
-        # The wrapper's names of its argument buffers (Note [Compiled graph schedule]).
+        # The wrapper's names of its argument buffers, as its call passes them (KernelArgs.
+        # python_argdefs): in-place ones by their last name (Note [Compiled graph schedule]).
         updated = [v.other_names[-1] for v in inplaced.values()]
-        self.reads = list(args.input_buffers) + updated
-        self.writes = [n for n, v in args.output_buffers.items() if isinstance(v, str)
-                       and v != "REMOVED"] + updated
+        self.reads = [n for n in args.input_buffers if n not in args.inplace_buffers] + updated
+        self.writes = [n for n, v in args.output_buffers.items()
+                       if n not in args.inplace_buffers and isinstance(v, str)] + updated
         self.loops = []  # (engine, elements, two inputs)
         ops = set()
         sixteen_bit = False

@@ -10,6 +10,7 @@
 #include "runtime/Runtime.h"
 #include "runtime/SimulatorError.h"
 #include "runtime/Stream.h"
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 namespace {
@@ -26,6 +27,9 @@ struct GraphRegion {
 };
 
 thread_local std::unique_ptr<GraphRegion> open_region;
+// Whether open_region is set, for graph_open(): asked by every charge, and a thread_local with a
+// destructor is reached through __tls_get_addr (Note [Per-op thread locals]).
+TORCH_NEURON_THREAD_LOCAL bool region_open = false;
 
 // The bytes a tensor's elements span in its storage (its HBM address range).
 void add_region(const at::Tensor& t, std::vector<trnsim::Region>& out) {
@@ -65,7 +69,7 @@ std::string utilization_detail(const GraphRegion& g, const trnsim::ScheduleResul
 
 }  // namespace
 
-bool graph_open() { return open_region != nullptr; }
+bool graph_open() { return region_open; }
 
 void open_graph(c10::DeviceIndex device, const std::string& name) {
   if (open_region) {
@@ -73,12 +77,14 @@ void open_graph(c10::DeviceIndex device, const std::string& name) {
     return;
   }
   open_region = std::make_unique<GraphRegion>(current_queue(resolve_device(device)), name);
+  region_open = true;
 }
 
 double close_graph() {
   TORCH_CHECK(open_region, "close_graph() without an open graph region");
   if (--open_region->depth > 0) return 0;
   const std::unique_ptr<GraphRegion> g = std::move(open_region);
+  region_open = false;
   if (g->program.ops() == 0) return 0;
   const trnsim::ScheduleResult result = g->program.schedule().run();
   trnsim::OpCost cost;

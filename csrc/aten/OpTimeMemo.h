@@ -58,8 +58,8 @@ class OpTimeMemo {
   static bool defined(const c10::TensorImpl* impl) {
     return impl != c10::UndefinedTensorImpl::singleton();
   }
-  static int64_t header(const c10::TensorImpl* impl) {
-    return static_cast<int64_t>(impl->dtype().toScalarType()) << 8 | impl->dim();
+  static int64_t header(const c10::TensorImpl* impl, size_t dim) {
+    return static_cast<int64_t>(impl->dtype().toScalarType()) << 8 | static_cast<int64_t>(dim);
   }
   bool append(const c10::TensorImpl* impl) {
     if (!defined(impl)) {
@@ -69,14 +69,14 @@ class OpTimeMemo {
     }
     const c10::IntArrayRef sizes = impl->sizes();
     if (count_ + 1 + sizes.size() > kWords) return false;
-    words_[count_++] = header(impl);
+    words_[count_++] = header(impl, sizes.size());
     for (const int64_t s : sizes) words_[count_++] = s;
     return true;
   }
   bool same_shape(const c10::TensorImpl* impl, size_t& i) const {
     if (!defined(impl)) return i < count_ && words_[i++] == kUndefined;
     const c10::IntArrayRef sizes = impl->sizes();
-    if (i + 1 + sizes.size() > count_ || words_[i] != header(impl)) return false;
+    if (i + 1 + sizes.size() > count_ || words_[i] != header(impl, sizes.size())) return false;
     ++i;
     for (const int64_t s : sizes) {
       if (words_[i++] != s) return false;

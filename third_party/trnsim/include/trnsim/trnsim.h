@@ -9,6 +9,8 @@
 #include "trnsim/fault.h"             // simulated hardware faults
 #include "trnsim/hbm.h"               // simulated HBM and its allocator
 #include "trnsim/instance.h"          // the instance table (trn1, trn2, trn3)
+#include "trnsim/isa_cost.h"          // NKI instruction costs (ISA stub formulas)
+#include "trnsim/kernel_schedule.h"   // an NKI kernel's instructions on the engines
 #include "trnsim/queue.h"             // queues, events, the clock, traces
 #include "trnsim/schedule.h"          // instruction streams on the engines, by buffer region
 #include "trnsim/streaming_engine.h"  // VectorE, ScalarE, GpSimdE

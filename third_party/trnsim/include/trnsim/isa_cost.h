@@ -1,0 +1,109 @@
+// The cost of one NKI instruction on its engine, from the instruction's operands.
+//
+// Note [ISA instruction costs]
+// AWS publishes an "Estimated instruction cost" for most nki.isa instructions in the docstrings
+// of the ISA stub (aws-neuron-sdk commit 1db4d74e, nki/api/nki/isa/__init__.py; later
+// releases dropped several). They are engine cycles for back-to-back instructions of the same
+// shape, with N the elements per partition of the operand the page names:
+//   - nc_matmul: max(min(64, N_stationary), N_moving) TensorE cycles for fp8/bf16/fp16/tf32
+//     inputs, 4x for fp32. FP8 double_row mode packs two rows per PE: "2x matmul throughput"
+//     (current stub, matmul_perf_mode.double_row), so half the cycles;
+//   - nc_transpose: TensorE max(P, min(64, F)); VectorE max(MIN_II, N);
+//   - activation max(MIN_II, N); activation_reduce max(MIN_II, N) + MIN_II (ScalarE);
+//   - tensor_copy, tensor_scalar, dropout, bn_stats, memset: max(MIN_II, N) (memset of zero
+//     to bf16/fp16: max(MIN_II, N/2)); reciprocal max(MIN_II, 8N); bn_aggr max(MIN_II, 13N/3);
+//   - tensor_tensor: max(MIN_II, N) when one input is in PSUM and the other in SBUF, or all
+//     bf16 in SBUF with add/multiply/subtract; max(MIN_II, 2N) otherwise;
+//   - tensor_reduce: N/2 for bf16 in and out with add or maximum, N otherwise;
+//   - tensor_tensor_scan max(MIN_II, 2N); iota and affine_select GPSIMD_START + N;
+// MIN_II is "roughly 64 engine cycles", GPSIMD_START "roughly 150". Instructions the stub
+// gives no formula for are assumptions, marked where they are defined (isa_cost.cpp):
+// tensor_partition_reduce (GPSIMD_START + N), select_reduce (the architecture guide's rule
+// for two input tiles, max(MIN_II, 2N)).
+// Cycles become time at the engine's clock (instance.cpp). The static overhead of ~100 cycles
+// that VectorE adds between back-to-back dependent instructions (NKI architecture guide,
+// "Vector Engine") is not added: the formulas above are already the costs AWS documents.
+//
+// A dma_copy pays, per instruction, the DMA's fixed "descriptor setup, synchronization, and
+// semaphore-to-start latency (~1300 ns cross-engine)" (nki/deep-dives/nki-dma-bandwidth-guide.rst),
+// then moves its bytes through the core's HBM stream bandwidth (schedule.h). Each descriptor
+// (a run contiguous on both sides) also costs kDmaDescriptorOverheadBytes of that bandwidth:
+// an assumption reproducing the guide's curve only qualitatively (a 256 B run at half the peak,
+// 2 KiB at about 90%, 4 KiB at 94%: "< 256 B severely overhead-bound", ">= 2 KiB approaches
+// peak", ">= 4 KiB fully amortizes").
+#pragma once
+
+#include <cstdint>
+
+#include "trnsim/instance.h"
+#include "trnsim/streaming_engine.h"
+
+namespace trnsim {
+
+// The instruction kinds of nki.isa whose cost is modelled.
+enum class IsaKind : uint8_t {
+  DmaCopy = 0,
+  NcMatmul,
+  NcTranspose,
+  TensorCopy,
+  TensorTensor,
+  TensorScalar,
+  TensorReduce,
+  TensorPartitionReduce,
+  Activation,
+  ActivationReduce,
+  Memset,
+  Iota,
+  AffineSelect,
+  BnStats,
+  BnAggr,
+  SelectReduce,
+  TensorTensorScan,
+  Dropout,
+  Reciprocal,
+};
+constexpr int kIsaKindCount = 19;
+
+// The data types the cost formulas distinguish.
+enum class IsaDtype : uint8_t { Other = 0, Fp32, Bf16, Fp16, Fp8, Tf32 };
+// The ALU operators the cost formulas distinguish.
+enum class IsaOp : uint8_t { Other = 0, Add, Subtract, Multiply, Maximum };
+
+struct IsaInstruction {
+  IsaKind kind = IsaKind::TensorCopy;
+  Engine engine = Engine::Vector;  // where it runs (nc_transpose: TensorE or VectorE)
+  int64_t partitions = 0;          // P of the operand the formula names
+  int64_t elements = 0;            // N: its elements per partition (nc_matmul: N_moving)
+  int64_t stationary_elements = 0; // nc_matmul: N_stationary
+  IsaDtype in_dtype = IsaDtype::Other, out_dtype = IsaDtype::Other;
+  IsaOp op = IsaOp::Other;
+  bool double_row = false;         // nc_matmul perf_mode=double_row
+  bool psum_and_sbuf = false;      // tensor_tensor: one input in PSUM, the other in SBUF
+  bool zero_fill = false;          // memset of 0
+  // dma_copy
+  uint64_t bytes = 0;
+  uint64_t descriptors = 0;
+};
+
+// "MIN_II is roughly 64 engine cycles" (ISA stub, every max(MIN_II, N) formula).
+constexpr int64_t kIsaMinII = 64;
+// "GPSIMD_START is the instruction startup overhead on GpSimdE, roughly 150 engine cycles"
+// (ISA stub, affine_select; iota: "150 + N").
+constexpr int64_t kGpSimdStartCycles = 150;
+// The DMA fixed latency per transfer, ns (DMA bandwidth guide, "~1300 ns cross-engine").
+constexpr double kDmaFixedLatencyNs = 1300.0;
+// Assumption (Note [ISA instruction costs]): bandwidth each descriptor costs, in bytes.
+constexpr uint64_t kDmaDescriptorOverheadBytes = 256;
+
+// Engine cycles of a compute instruction (not DmaCopy). Throws trnsim::Error for an engine the
+// kind cannot run on.
+double isa_cycles(const IsaInstruction& instruction);
+// Its duration on `instance`'s engine clocks, ns.
+double isa_duration_ns(const InstanceSpec& instance, const IsaInstruction& instruction);
+// The bytes a dma_copy costs of the HBM stream bandwidth: its bytes plus its descriptors'
+// overhead.
+uint64_t isa_dma_bytes(const IsaInstruction& instruction);
+
+const char* isa_kind_name(IsaKind kind);
+
+}  // namespace trnsim

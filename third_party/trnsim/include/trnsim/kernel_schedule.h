@@ -1,0 +1,85 @@
+// An NKI kernel's executed instructions, scheduled on the NeuronCore's engines and DMA queues.
+//
+// Note [Kernel schedule]
+// A kernel run (a list of executed nki.isa instructions in program order) becomes a Schedule
+// (Note [Engine scheduler]): each instruction goes to its engine's in-order queue (or its DMA
+// queue) with the duration of Note [ISA instruction costs], and waits for the instructions whose
+// tiles it reads or overwrites (RAW, WAR, WAW by the regions below). A dma_copy is two schedule
+// instructions on its queue: its fixed latency (it waits for what it reads, holds the queue and
+// moves nothing), then its transfer (its bytes through the core's shared HBM stream bandwidth).
+//
+// Regions. HBM tensors are byte ranges of their buffer (space 0, each buffer at its own 2^40
+// base). SBUF and PSUM are per-partition address spaces: a tile is partitions [p0, p1) times
+// bytes [a0, a1) of each partition. The scheduler's regions are 1-D, so each (memory, core,
+// partition quadrant) is an address space of its own and a tile is one region per 32-partition
+// quadrant it touches: tiles on disjoint quadrants of the same bytes do not order, tiles sharing
+// a quadrant do even if their partitions within it are disjoint. Quadrants because NKI places
+// partition offsets of partial tiles at multiples of 32 (the quadrant rules of nc_stream_shuffle
+// and of PE tiling in the ISA stub) and one region per partition would multiply the scheduler's
+// work by up to 128.
+//
+// Physical cores. A kernel runs on one physical NeuronCore (LNC=1), or on `programs` of them
+// (kernel[2] on NeuronCore-v3), each with its own engines and its own share of HBM. Each
+// program is scheduled on its core separately: dependencies between programs through shared
+// HBM are not modelled (NKI orders them only with explicit barriers, which are not
+// implemented). The makespan is the slowest program's.
+//
+// Critical path: from the instruction that ends last, repeatedly the instruction that released
+// it (the dependency or the previous instruction of its queue that ended exactly when it
+// started); a kernel instruction appears once even when it is two schedule instructions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "trnsim/instance.h"
+#include "trnsim/isa_cost.h"
+#include "trnsim/schedule.h"
+
+namespace trnsim {
+
+enum class KernelMemory : uint8_t { Hbm = 0, Sbuf, Psum };
+
+struct KernelRegion {
+  KernelMemory memory = KernelMemory::Hbm;
+  uint64_t buffer = 0;          // HBM: the buffer id (unique within the kernel run)
+  int32_t p0 = 0, p1 = 0;       // on chip: partitions [p0, p1)
+  uint64_t begin = 0, end = 0;  // bytes [begin, end) of the buffer / of each partition
+};
+
+struct KernelInstruction {
+  IsaInstruction isa;
+  int queue = 0;  // DMA queue of a dma_copy
+  int program = 0;  // the logical-core program (nl.program_id()) that issued it
+  std::vector<KernelRegion> reads, writes;
+};
+
+// Partitions per scheduler address space (Note [Kernel schedule]).
+constexpr int32_t kPartitionQuadrant = 32;
+
+// Scheduler regions of one kernel region on `program`'s core (appended to `out`).
+void kernel_regions(const KernelRegion& region, int program, std::vector<Region>& out);
+
+struct KernelTiming {
+  int programs = 1;
+  double makespan_ns = 0;
+  // Summed over the programs' cores; divide by programs x makespan for a fraction.
+  std::array<double, kEngineCount> busy_ns{};  // DMA: time at least one queue is busy
+  std::vector<double> dma_queue_busy_ns;
+  std::array<uint64_t, kEngineCount> instructions{};
+  std::vector<InstructionTime> times;  // per kernel instruction
+  std::vector<uint32_t> critical_path;  // kernel instruction indices, in execution order
+
+  double utilization(Engine engine) const;
+};
+
+// One physical NeuronCore of `instance`'s chip: its HBM and DMA shares as an LNC=1 core.
+InstanceSpec physical_core(const InstanceSpec& instance);
+
+// Schedules `instructions` (program order) on `programs` physical cores of `core` (already one
+// physical core: physical_core()) with `dma_queues` DMA queues each.
+KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int programs,
+                             const std::vector<KernelInstruction>& instructions);
+
+}  // namespace trnsim

@@ -1,0 +1,160 @@
+#include "trnsim/kernel_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "trnsim/error.h"
+
+namespace trnsim {
+namespace {
+
+// Address spaces: 0 is HBM; on-chip spaces start here, 8 per program (SBUF and PSUM x 4
+// quadrants).
+constexpr uint32_t kFirstOnChipSpace = 16;
+constexpr uint32_t kQuadrants = 128 / kPartitionQuadrant;
+
+struct ProgramSchedule {
+  Schedule schedule;
+  std::vector<uint32_t> kernel_index;  // per schedule instruction
+  ProgramSchedule(const InstanceSpec& core, int queues) : schedule(core, queues) {}
+};
+
+// The schedule instruction that released `i`: the latest-ending of its dependencies and its
+// unit's previous instruction, if it ended when `i` started.
+bool releaser(const Schedule& s, const ScheduleResult& r, const std::vector<int64_t>& previous,
+              size_t i, size_t& out) {
+  const double start = r.times[i].start_ns;
+  double best = -1;
+  auto consider = [&](size_t j) {
+    if (r.times[j].end_ns > best) {
+      best = r.times[j].end_ns;
+      out = j;
+    }
+  };
+  for (uint32_t d : s.dependencies(i)) consider(d);
+  if (previous[i] >= 0) consider(static_cast<size_t>(previous[i]));
+  return best >= 0 && std::abs(best - start) <= 1e-6 * std::max(1.0, start);
+}
+
+}  // namespace
+
+double KernelTiming::utilization(Engine engine) const {
+  const double span = makespan_ns * programs;
+  return span > 0 ? busy_ns[static_cast<int>(engine)] / span : 0.0;
+}
+
+InstanceSpec physical_core(const InstanceSpec& instance) {
+  InstanceSpec core = instance;
+  core.logical_cores_per_chip = instance.chip->physical_cores;
+  return core;
+}
+
+void kernel_regions(const KernelRegion& region, int program, std::vector<Region>& out) {
+  if (region.end <= region.begin) return;
+  if (region.memory == KernelMemory::Hbm) {
+    const uint64_t base = region.buffer << 40;
+    out.push_back({0, base + region.begin, base + region.end});
+    return;
+  }
+  if (region.p0 < 0 || region.p1 > 128 || region.p1 <= region.p0) {
+    throw Error("an on-chip region spans partitions [" + std::to_string(region.p0) + ", " +
+                std::to_string(region.p1) + "): they must lie within [0, 128)");
+  }
+  const uint32_t base = kFirstOnChipSpace + static_cast<uint32_t>(program) * 2 * kQuadrants +
+                        (region.memory == KernelMemory::Psum ? kQuadrants : 0);
+  for (int32_t q = region.p0 / kPartitionQuadrant;
+       q * kPartitionQuadrant < region.p1; ++q) {
+    out.push_back({base + static_cast<uint32_t>(q), region.begin, region.end});
+  }
+}
+
+KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int programs,
+                             const std::vector<KernelInstruction>& instructions) {
+  if (programs < 1) throw Error("a kernel runs at least one program");
+  std::vector<ProgramSchedule> cores;
+  cores.reserve(programs);
+  for (int p = 0; p < programs; ++p) cores.emplace_back(core, dma_queues);
+
+  for (size_t k = 0; k < instructions.size(); ++k) {
+    const KernelInstruction& ki = instructions[k];
+    if (ki.program < 0 || ki.program >= programs) {
+      throw Error("instruction " + std::to_string(k) + " belongs to program " +
+                  std::to_string(ki.program) + " of a kernel of " + std::to_string(programs));
+    }
+    ProgramSchedule& ps = cores[ki.program];
+    Instruction ins;
+    ins.engine = ki.isa.engine;
+    for (const KernelRegion& r : ki.reads) kernel_regions(r, ki.program, ins.reads);
+    for (const KernelRegion& r : ki.writes) kernel_regions(r, ki.program, ins.writes);
+    if (ki.isa.kind == IsaKind::DmaCopy) {
+      if (ki.isa.engine != Engine::Dma) throw Error("dma_copy runs on a DMA queue");
+      ins.queue = ki.queue;
+      Instruction latency;
+      latency.engine = Engine::Dma;
+      latency.queue = ki.queue;
+      latency.duration_ns = kDmaFixedLatencyNs;
+      latency.reads = ins.reads;  // it starts once what it moves is ready
+      ps.schedule.add(std::move(latency));
+      ps.kernel_index.push_back(static_cast<uint32_t>(k));
+      ins.bytes = isa_dma_bytes(ki.isa);
+    } else {
+      ins.duration_ns = isa_duration_ns(core, ki.isa);
+    }
+    ps.schedule.add(std::move(ins));
+    ps.kernel_index.push_back(static_cast<uint32_t>(k));
+  }
+
+  KernelTiming timing;
+  timing.programs = programs;
+  timing.dma_queue_busy_ns.assign(dma_queues, 0.0);
+  timing.times.assign(instructions.size(), InstructionTime{-1, 0});
+  std::vector<uint32_t> path;
+  double last_end = -1;
+  for (ProgramSchedule& ps : cores) {
+    const Schedule& s = ps.schedule;
+    const ScheduleResult r = s.run();
+    timing.makespan_ns = std::max(timing.makespan_ns, r.makespan_ns);
+    for (int e = 0; e < kEngineCount; ++e) timing.busy_ns[e] += r.busy_ns[e];
+    for (int q = 0; q < dma_queues; ++q) timing.dma_queue_busy_ns[q] += r.dma_queue_busy_ns[q];
+    for (size_t i = 0; i < s.size(); ++i) {
+      InstructionTime& t = timing.times[ps.kernel_index[i]];
+      if (t.start_ns < 0) t.start_ns = r.times[i].start_ns;
+      t.end_ns = r.times[i].end_ns;
+    }
+    if (s.size() == 0 || r.makespan_ns <= last_end) continue;
+    // This program ends last: its critical path is the kernel's.
+    last_end = r.makespan_ns;
+    std::vector<int64_t> previous(s.size(), -1);
+    {
+      std::vector<int64_t> last_of_unit(kEngineCount + dma_queues, -1);
+      for (size_t i = 0; i < s.size(); ++i) {
+        const Instruction& ins = s.instruction(i);
+        const int unit = ins.engine == Engine::Dma ? kEngineCount + ins.queue
+                                                   : static_cast<int>(ins.engine);
+        previous[i] = last_of_unit[unit];
+        last_of_unit[unit] = static_cast<int64_t>(i);
+      }
+    }
+    size_t i = 0;
+    for (size_t j = 1; j < s.size(); ++j) {
+      if (r.times[j].end_ns > r.times[i].end_ns) i = j;
+    }
+    path.clear();
+    for (;;) {
+      const uint32_t k = ps.kernel_index[i];
+      if (path.empty() || path.back() != k) path.push_back(k);
+      size_t next = 0;
+      if (!releaser(s, r, previous, i, next)) break;
+      i = next;
+    }
+    std::reverse(path.begin(), path.end());
+  }
+  timing.critical_path = std::move(path);
+  for (const KernelInstruction& ki : instructions) {
+    ++timing.instructions[static_cast<int>(ki.isa.engine)];
+  }
+  return timing;
+}
+
+}  // namespace trnsim

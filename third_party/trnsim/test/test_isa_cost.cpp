@@ -1,0 +1,146 @@
+// NKI instruction costs (isa_cost.h) against the ISA stub's formulas computed by hand, and an
+// NKI kernel's schedule (kernel_schedule.h): partition quadrants, DMA latency plus bytes,
+// critical path.
+#include <gtest/gtest.h>
+
+#include "trnsim/trnsim.h"
+
+namespace trnsim {
+namespace {
+
+const InstanceSpec& trn2() { return find_instance("trn2.3xlarge"); }
+const InstanceSpec& trn1() { return find_instance("trn1.2xlarge"); }
+
+IsaInstruction isa(IsaKind kind, Engine engine, int64_t p, int64_t n) {
+  IsaInstruction i;
+  i.kind = kind;
+  i.engine = engine;
+  i.partitions = p;
+  i.elements = n;
+  return i;
+}
+
+TEST(IsaCost, MatmulIsMaxOfMinStationaryAndMoving) {
+  IsaInstruction mm = isa(IsaKind::NcMatmul, Engine::Tensor, 128, 512);
+  mm.stationary_elements = 128;
+  mm.in_dtype = IsaDtype::Bf16;
+  EXPECT_DOUBLE_EQ(isa_cycles(mm), 512);  // max(min(64, 128), 512)
+  mm.elements = 32;
+  EXPECT_DOUBLE_EQ(isa_cycles(mm), 64);   // max(min(64, 128), 32)
+  mm.stationary_elements = 16;
+  EXPECT_DOUBLE_EQ(isa_cycles(mm), 32);   // max(min(64, 16), 32)
+  mm.in_dtype = IsaDtype::Fp32;
+  EXPECT_DOUBLE_EQ(isa_cycles(mm), 128);  // 4x for float32
+  mm.in_dtype = IsaDtype::Fp8;
+  mm.elements = 512;
+  mm.double_row = true;
+  EXPECT_DOUBLE_EQ(isa_cycles(mm), 256);  // double_row: 2x throughput
+  // Trainium2's TensorE runs at 2.4 GHz: 256 cycles = 106.67 ns.
+  EXPECT_NEAR(isa_duration_ns(trn2(), mm), 256 / 2.4, 1e-9);
+}
+
+TEST(IsaCost, StreamingFormulas) {
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::Activation, Engine::Scalar, 128, 10)), 64);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::Activation, Engine::Scalar, 128, 1000)), 1000);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::ActivationReduce, Engine::Scalar, 128, 1000)), 1064);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::TensorCopy, Engine::Vector, 128, 300)), 300);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::TensorScalar, Engine::Scalar, 128, 20)), 64);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::Reciprocal, Engine::Vector, 128, 100)), 800);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::BnAggr, Engine::Vector, 128, 30)), 130);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::Iota, Engine::GpSimd, 128, 100)), 250);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::AffineSelect, Engine::GpSimd, 128, 100)), 250);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::TensorTensorScan, Engine::Vector, 128, 100)), 200);
+
+  IsaInstruction tt = isa(IsaKind::TensorTensor, Engine::Vector, 128, 512);
+  EXPECT_DOUBLE_EQ(isa_cycles(tt), 1024);  // 2N otherwise
+  tt.psum_and_sbuf = true;
+  EXPECT_DOUBLE_EQ(isa_cycles(tt), 512);   // one input in PSUM
+  tt.psum_and_sbuf = false;
+  tt.in_dtype = tt.out_dtype = IsaDtype::Bf16;
+  tt.op = IsaOp::Multiply;
+  EXPECT_DOUBLE_EQ(isa_cycles(tt), 512);   // all bf16, multiply
+  tt.op = IsaOp::Maximum;
+  EXPECT_DOUBLE_EQ(isa_cycles(tt), 1024);
+
+  IsaInstruction red = isa(IsaKind::TensorReduce, Engine::Vector, 128, 512);
+  EXPECT_DOUBLE_EQ(isa_cycles(red), 512);
+  red.in_dtype = red.out_dtype = IsaDtype::Bf16;
+  red.op = IsaOp::Add;
+  EXPECT_DOUBLE_EQ(isa_cycles(red), 256);
+
+  IsaInstruction ms = isa(IsaKind::Memset, Engine::Vector, 128, 512);
+  EXPECT_DOUBLE_EQ(isa_cycles(ms), 512);
+  ms.zero_fill = true;
+  ms.out_dtype = IsaDtype::Bf16;
+  EXPECT_DOUBLE_EQ(isa_cycles(ms), 256);
+
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::NcTranspose, Engine::Tensor, 128, 32)), 128);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::NcTranspose, Engine::Tensor, 16, 128)), 64);
+  EXPECT_DOUBLE_EQ(isa_cycles(isa(IsaKind::NcTranspose, Engine::Vector, 32, 32)), 64);
+  // VectorE of Trainium1 at 1.12 GHz.
+  EXPECT_NEAR(isa_duration_ns(trn1(), isa(IsaKind::TensorCopy, Engine::Vector, 128, 1120)),
+              1000, 1e-9);
+  EXPECT_THROW(isa_cycles(isa(IsaKind::Activation, Engine::Vector, 128, 8)), Error);
+}
+
+KernelInstruction kernel_ins(IsaInstruction i, std::vector<KernelRegion> reads,
+                             std::vector<KernelRegion> writes, int queue = 0) {
+  KernelInstruction k;
+  k.isa = i;
+  k.queue = queue;
+  k.reads = std::move(reads);
+  k.writes = std::move(writes);
+  return k;
+}
+
+KernelRegion sbuf(int p0, int p1, uint64_t a0, uint64_t a1) {
+  return {KernelMemory::Sbuf, 0, p0, p1, a0, a1};
+}
+
+TEST(KernelSchedule, DisjointQuadrantsOfOneTileDoNotOrder) {
+  const InstanceSpec core = physical_core(trn2());
+  // VectorE writes partitions 0-31 of bytes [0, 400); ScalarE reads partitions 64-127 of the
+  // same bytes: no dependency, both start at 0.
+  std::vector<KernelInstruction> prog{
+      kernel_ins(isa(IsaKind::TensorCopy, Engine::Vector, 32, 100), {}, {sbuf(0, 32, 0, 400)}),
+      kernel_ins(isa(IsaKind::Activation, Engine::Scalar, 64, 100), {sbuf(64, 128, 0, 400)},
+                 {sbuf(64, 128, 1000, 1400)}),
+      // Reads partitions 16-48: overlaps the first write's quadrant, so it waits.
+      kernel_ins(isa(IsaKind::Activation, Engine::Scalar, 32, 100), {sbuf(16, 48, 0, 400)},
+                 {sbuf(16, 48, 2000, 2400)}),
+  };
+  const KernelTiming t = schedule_kernel(core, 16, 1, prog);
+  EXPECT_DOUBLE_EQ(t.times[1].start_ns, 0);
+  const double copy_ns = 100 / 0.96;  // VectorE 0.96 GHz
+  const double act_ns = 100 / 1.2;    // ScalarE 1.2 GHz
+  EXPECT_NEAR(t.times[2].start_ns, std::max(copy_ns, act_ns), 1e-9);
+  EXPECT_NEAR(t.makespan_ns, std::max(copy_ns, act_ns) + act_ns, 1e-9);
+  ASSERT_EQ(t.critical_path.size(), 2u);
+  EXPECT_EQ(t.critical_path.back(), 2u);
+}
+
+TEST(KernelSchedule, DmaPaysItsLatencyThenItsBytes) {
+  const InstanceSpec core = physical_core(trn2());
+  // One physical Trainium2 core streams min(16 x 23, 2900 / 8) = 362.5 GB/s.
+  EXPECT_DOUBLE_EQ(core.core_stream_gbps(), 362.5);
+  IsaInstruction dma = isa(IsaKind::DmaCopy, Engine::Dma, 128, 512);
+  dma.bytes = 128 * 2048;
+  dma.descriptors = 128;
+  KernelRegion hbm{KernelMemory::Hbm, 1, 0, 0, 0, 128 * 2048};
+  std::vector<KernelInstruction> prog{
+      kernel_ins(dma, {hbm}, {sbuf(0, 128, 0, 2048)}, 0),
+      kernel_ins(isa(IsaKind::TensorCopy, Engine::Vector, 128, 512), {sbuf(0, 128, 0, 2048)},
+                 {sbuf(0, 128, 4096, 6144)}),
+  };
+  const KernelTiming t = schedule_kernel(core, 16, 1, prog);
+  const double dma_ns = 1300 + (128 * 2048 + 128 * 256) / 362.5;
+  EXPECT_NEAR(t.times[0].end_ns, dma_ns, 1e-6);
+  EXPECT_NEAR(t.times[1].start_ns, dma_ns, 1e-6);
+  EXPECT_NEAR(t.makespan_ns, dma_ns + 512 / 0.96, 1e-6);
+  EXPECT_NEAR(t.busy_ns[static_cast<int>(Engine::Dma)], dma_ns, 1e-6);
+  EXPECT_EQ(t.instructions[static_cast<int>(Engine::Dma)], 1u);
+  EXPECT_EQ(t.critical_path, (std::vector<uint32_t>{0, 1}));
+}
+
+}  // namespace
+}  // namespace trnsim

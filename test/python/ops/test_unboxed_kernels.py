@@ -315,3 +315,44 @@ def test_threads_running_typed_ops_at_once():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def traced_durations(fn, names):
+    """The simulated durations of the launches of ops `names` that `fn` makes, in order."""
+    torch_neuron._C._set_tracing(True)
+    try:
+        torch_neuron._C._take_trace()
+        fn()
+        torch.neuron.synchronize()
+        return [r["duration_ns"] for r in torch_neuron._C._take_trace() if r["name"] in names]
+    finally:
+        torch_neuron._C._set_tracing(False)
+
+
+def test_memoized_op_times_equal_fresh_costing():
+    # Note [Memoized op times]: a typed op repeated with the same shapes launches the time its
+    # first call got, and new shapes or dtypes are costed anew. Predict-only mode takes the boxed
+    # kernel, which costs every call from scratch: the two must give bit-identical times for
+    # every typed op, for a repeat and after the shapes change back and forth.
+    names = set(SAMPLES)
+
+    def every_sample_twice():
+        for sample in SAMPLES.values():
+            run_recorded(sample, "neuron")
+            run_recorded(sample, "neuron")
+
+    def shapes_back_and_forth():
+        for shape, dtype in [((3, 4), torch.float32), ((5, 30), torch.float32),
+                             ((5, 30), torch.bfloat16), ((3, 4), torch.float32), ((700,), None)]:
+            x = torch.ones(shape, dtype=dtype, device="neuron")
+            torch.add(x, torch.ones(shape[:-1] + (1,), dtype=dtype, device="neuron"))
+            torch.relu(x)
+
+    typed = traced_durations(lambda: (every_sample_twice(), shapes_back_and_forth()), names)
+    torch_neuron.set_execute(False)
+    try:
+        fresh = traced_durations(lambda: (every_sample_twice(), shapes_back_and_forth()), names)
+    finally:
+        torch_neuron.set_execute(True)
+    assert len(typed) >= 2 * len(SAMPLES) + 10
+    assert typed == fresh

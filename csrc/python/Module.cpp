@@ -21,6 +21,7 @@
 #include "profiler/SimulationOverhead.h"
 #include "runtime/DeviceAllocator.h"
 #include "python/Distributed.h"
+#include "python/Nki.h"
 #include "runtime/Runtime.h"
 #include "runtime/Settings.h"
 #include "runtime/SimulatorError.h"
@@ -284,4 +285,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_first_collective_stream", [] { return kFirstCollectiveStream; });
   bind_settings(m);
   bind_distributed(m);
+  bind_nki(m);
 }

@@ -264,7 +264,7 @@ def memset(dst, value, engine=engine.unknown, name=None):
     eng = ins.engine(engine, ("VectorE", "GpSimdE"), "VectorE")
     ins.no_psum_on_gpsimd(eng)
     ins.write(dst, np.full(dst.shape, value))
-    ins.record(eng)
+    ins.record(eng, zero=bool(value == 0))
 
 
 # -- Tensor Engine -------------------------------------------------------------------------------

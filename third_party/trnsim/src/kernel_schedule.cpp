@@ -157,4 +157,16 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
   return timing;
 }
 
+WorkTime kernel_launch(const InstanceSpec& instance, double makespan_ns,
+                       const std::array<double, kEngineCount>& busy_ns, uint64_t hbm_bytes,
+                       double flops) {
+  if (!(makespan_ns >= 0)) throw Error("a kernel's makespan must be >= 0");
+  WorkTime time;
+  time.cost.engine_ns = busy_ns;
+  time.cost.flops = flops;
+  time.cost.set_bytes(instance, hbm_bytes);
+  time.duration_ns = kLaunchOverheadNs + makespan_ns;
+  return time;
+}
+
 }  // namespace trnsim

@@ -36,6 +36,7 @@
 #include "trnsim/instance.h"
 #include "trnsim/isa_cost.h"
 #include "trnsim/schedule.h"
+#include "trnsim/work.h"
 
 namespace trnsim {
 
@@ -81,5 +82,12 @@ InstanceSpec physical_core(const InstanceSpec& instance);
 // physical core: physical_core()) with `dma_queues` DMA queues each.
 KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int programs,
                              const std::vector<KernelInstruction>& instructions);
+
+// A scheduled kernel launched on a logical core of `instance` (Note [Kernel schedule]): the
+// launch overhead once plus the makespan, as a compiled graph's launch (cost.h,
+// kLaunchOverheadNs); its engines busy for `busy_ns`, its HBM traffic `hbm_bytes`.
+WorkTime kernel_launch(const InstanceSpec& instance, double makespan_ns,
+                       const std::array<double, kEngineCount>& busy_ns, uint64_t hbm_bytes,
+                       double flops);
 
 }  // namespace trnsim

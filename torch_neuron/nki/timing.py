@@ -1,0 +1,105 @@
+"""A kernel run's instruction records, scheduled by trnsim (Note [Kernel schedule] in
+third_party/trnsim/include/trnsim/kernel_schedule.h).
+
+Note [Records to trnsim]
+trnsim owns every cost: this module only translates each InstructionRecord into the facts the
+ISA cost formulas take (Note [ISA instruction costs] in trnsim/isa_cost.h): the instruction
+kind, its engine, the partitions and elements per partition of the operand the formula names,
+the dtypes and ALU operator its conditions mention, and for a dma_copy its bytes and
+descriptors; plus its read and written regions. The records go over in one call, as two int64
+arrays (one row per instruction, one per region), so timing 100,000 instructions costs one
+Python loop and one C++ call, not a call per instruction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torch_neuron.nki.errors import UnsupportedError
+
+KINDS = {name: i for i, name in enumerate((
+    "dma_copy", "nc_matmul", "nc_transpose", "tensor_copy", "tensor_tensor", "tensor_scalar",
+    "tensor_reduce", "tensor_partition_reduce", "activation", "activation_reduce", "memset",
+    "iota", "affine_select", "bn_stats", "bn_aggr", "select_reduce", "tensor_tensor_scan",
+    "dropout", "reciprocal"))}
+ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA")
+_ENGINE_CODE = {e: i for i, e in enumerate(ENGINES)}
+_DTYPE_CODE = {"float32": 1, "bfloat16": 2, "float16": 3, "tfloat32": 5}
+_OP_CODE = {"add": 1, "subtract": 2, "multiply": 3, "maximum": 4}
+_MEMORY = {"private_hbm": 0, "hbm": 0, "shared_hbm": 0, "sbuf": 1, "psum": 2}
+# The operand whose elements per partition each formula counts (isa_cost.h); others: "data".
+_FORMULA_OPERAND = {"dma_copy": "dst", "nc_matmul": "moving", "tensor_copy": "src",
+                    "tensor_tensor": "data1", "memset": "dst", "iota": "dst",
+                    "affine_select": "on_true_tile", "select_reduce": "on_true",
+                    "tensor_tensor_scan": "data0"}
+_DOUBLE_ROW, _PSUM_AND_SBUF, _ZERO_FILL = 1, 2, 4
+
+
+def _dtype(name: str) -> int:
+    if name.startswith("float8"):
+        return 4
+    return _DTYPE_CODE.get(name, 0)
+
+
+def _role(record, role):
+    for o in record.operands:
+        if o.role == role:
+            return o
+    return None
+
+
+def encode(records) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """(instruction rows, region rows, HBM bytes moved, matmul FLOPs) for _C._nki_schedule."""
+    rows = np.zeros((len(records), 15), dtype=np.int64)
+    regions: list[tuple] = []
+    hbm_bytes, flops = 0, 0.0
+    for i, r in enumerate(records):
+        kind = KINDS.get(r.name)
+        if kind is None:
+            raise UnsupportedError(f"{r.source}: no cost model for nisa.{r.name}")
+        attrs = dict(r.attrs)
+        main = _role(r, _FORMULA_OPERAND.get(r.name, "data")) or r.operands[-1]
+        dst = _role(r, "dst") or main
+        flags = 0
+        in_dtype = _dtype(main.dtype)
+        stationary = 0
+        if r.name == "nc_matmul":
+            st = _role(r, "stationary")
+            stationary = st.elements_per_partition
+            if "float32" in (st.dtype, main.dtype):
+                in_dtype = 1
+            if attrs.get("perf_mode") == "double_row":
+                flags |= _DOUBLE_ROW
+            flops += 2.0 * st.partitions * st.elements_per_partition * main.elements_per_partition
+        elif r.name == "tensor_tensor":
+            other = _role(r, "data2")
+            if (main.space == "psum") != (other.space == "psum"):
+                flags |= _PSUM_AND_SBUF
+            if _dtype(other.dtype) != in_dtype:
+                in_dtype = 0
+        elif r.name == "memset" and attrs.get("zero"):
+            flags |= _ZERO_FILL
+        nbytes = int(attrs.get("bytes", 0))
+        if r.name == "dma_copy":
+            hbm_bytes += nbytes
+        op = attrs.get("op") or attrs.get("op0")
+        rows[i] = (kind, _ENGINE_CODE[r.engine], r.dma_queue or 0, r.core,
+                   main.partitions or 1, main.elements_per_partition, stationary, in_dtype,
+                   _dtype(dst.dtype),
+                   _OP_CODE.get(op, 0), flags, nbytes, int(attrs.get("descriptors", 0)),
+                   len(r.reads), len(r.writes))
+        for g in r.reads + r.writes:
+            p0, p1 = g.partitions or (0, 0)
+            regions.append((_MEMORY[g.space], g.buffer, p0, p1, g.address[0], g.address[1]))
+    region_rows = np.array(regions, dtype=np.int64).reshape(-1, 6)
+    return rows, region_rows, hbm_bytes, flops
+
+
+def schedule(run) -> dict:
+    """trnsim's schedule of a KernelRun's records (see _C._nki_schedule for the keys)."""
+    from torch_neuron import _C
+
+    rows, regions, hbm_bytes, flops = encode(run.records)
+    result = _C._nki_schedule(run.target.core, run.target.dma_queues, run.lnc, rows, regions)
+    result["hbm_bytes"], result["flops"] = hbm_bytes, flops
+    return result

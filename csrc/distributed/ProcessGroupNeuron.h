@@ -5,7 +5,8 @@
 // collective on neuron tensors hands Gloo host views of them (HostStaging), runs to completion
 // when issued (Note [Collective completion]), and is charged on the group's collective stream:
 //   start = max over ranks of each rank's arrival (its current stream's clock, or the
-//           collective stream's if that is later), agreed by every rank sending a small
+//           collective stream's, or when its core's DMA queues are free of other streams'
+//           work, whichever is latest: Note [Collective DMA share]), agreed by every rank sending a small
 //           record to every other before the data moves, which also checks that all ranks
 //           call the same collective with the same size and dtype (Gloo would abort the
 //           process);

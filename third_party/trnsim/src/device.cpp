@@ -36,6 +36,13 @@ Queue& Device::queue(int id) {
   return *queues_[id].load();
 }
 
+double Device::dma_free_ns() {
+  OpCost dma;
+  dma.hbm_ns = 1;  // any use of the DMA queues
+  std::lock_guard<decltype(engines_.mutex)> lock(engines_.mutex);
+  return engines_.earliest_start(dma);
+}
+
 double Device::synchronize_ns() {
   std::lock_guard<std::mutex> lock(mutex_);
   double t = 0;

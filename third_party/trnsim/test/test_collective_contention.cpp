@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "trnsim/device.h"
 #include "trnsim/instance.h"
 #include "trnsim/queue.h"
 #include "trnsim/work.h"
@@ -68,6 +69,22 @@ TEST(CollectiveContention, ComputeEnginesStayFree) {
   const WorkTime mm = time_of(s, Work{Matmul{1, 128, 128, 512, Precision::BF16}, 0});
   compute.launch("matmul", mm.cost);
   EXPECT_DOUBLE_EQ(compute.now_ns(), mm.duration_ns);
+}
+
+TEST(CollectiveContention, DmaFreeTimeIsWhenLaunchedWorkLeavesTheDmaQueues) {
+  // What a collective's arrival waits for (ProcessGroupNeuron): HBM traffic on any queue of the
+  // core, not its compute-only work.
+  const InstanceSpec& s = find_instance("trn2.3xlarge");
+  Device device(0, 0, s);
+  EXPECT_EQ(device.dma_free_ns(), 0.0);
+  const WorkTime mm = time_of(s, Work{Matmul{1, 128, 128, 512, Precision::BF16}, 0});
+  device.queue(2).launch("matmul", mm.cost);
+  EXPECT_EQ(device.dma_free_ns(), 0.0);
+  const WorkTime add = time_of(s, hbm_bound_add(kMiB));
+  // (The add starts once the matmul's PSUM copies leave VectorE.)
+  const double add_start = device.queue(1).launch("add", add.cost) - add.duration_ns;
+  EXPECT_DOUBLE_EQ(device.dma_free_ns(), add_start + add.cost.hbm_ns);
+  EXPECT_EQ(device.queue(0).now_ns(), 0.0);
 }
 
 }  // namespace

@@ -111,6 +111,22 @@ if world == 2 and torch_neuron._C._instance_info()["name"] == "trn2.3xlarge":
     assert abs((shared - alone) - expected) <= 1e-6 * expected, (shared, alone, expected)
     model = collective_cost("all_reduce", big.numel() * 4)["dma_ns"]
     assert abs(model - expected) <= 1e-9 * expected, (model, expected)
+
+    # A rank whose DMA queues are still busy with another stream's work arrives when they are
+    # free; the ranks still agree on when the collective ends.
+    side = torch.neuron.Stream()
+    dist.barrier()
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start.record()
+    if rank == 0:
+        with torch.neuron.stream(side):
+            for _ in range(4):
+                a.add_(b)
+    dist.all_reduce(payload)
+    end.record()
+    spans = gather(start.elapsed_time(end))
+    assert len(set(spans)) == 1, f"ranks disagree on when the all-reduce ended: {spans}"
+    assert spans[0] * 1e6 > 3 * alone, (spans, alone)  # rank 0's four adds went first
     print(f"dma share ok on rank {rank}", flush=True)
 
 dist.destroy_process_group()

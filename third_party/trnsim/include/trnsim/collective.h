@@ -38,7 +38,10 @@
 // rest. Whatever the split, compute cannot finish before the engines have moved both its bytes
 // and the collective's: a collective delays HBM-bound compute on its core by the time its bytes
 // take at the DMA engines' full rate, CollectiveCost::dma_ns. Work on the core's queues models
-// this by the collective holding the core's HBM/DMA share for dma_ns (Note [Shared engines]).
+// this by the collective holding the core's HBM/DMA share for dma_ns (Note [Shared engines]);
+// launches take it in issue order, so a collective starts once work issued before it on other
+// streams has left the DMA queues (Device::dma_free_ns; the process group counts that in each
+// rank's arrival, so the ranks still agree on the start).
 #pragma once
 
 #include <cstdint>

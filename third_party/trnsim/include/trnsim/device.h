@@ -33,6 +33,9 @@ class Device {
   Queue& queue(int id);
   // Simulated time at which every queue of this device has finished (device synchronize).
   double synchronize_ns();
+  // When the work launched so far on any queue leaves this core's DMA queues (its HBM share)
+  // free: a collective, which needs them, starts no earlier (Note [Collective DMA share]).
+  double dma_free_ns();
   // The trace records of all queues of this device (emptying them).
   std::vector<TraceRecord> take_trace();
   // Simulated faults (trnsim/fault.h): arm one, or ask whether the device has failed.

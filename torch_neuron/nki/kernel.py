@@ -36,9 +36,15 @@ def _is_torch(x) -> bool:
 class _Input:
     """A NumPy or torch argument, its HBM tensor, and how to write it back."""
 
-    def __init__(self, value, buffer: MemoryRegion, name: str):
+    def __init__(self, value, buffer: MemoryRegion, name: str, placeholder: bool = False):
         self.value = value
-        if _is_torch(value):
+        self.placeholder = placeholder
+        if placeholder:
+            # Predict-only (Note [NKI kernels on the stream]): the kernel's instructions do not
+            # depend on the values, so zeros of the right shape and dtype stand in for them.
+            dt = dtypes.resolve(value.dtype)
+            array = np.zeros(tuple(value.shape), dtype=dt.storage)
+        elif _is_torch(value):
             import torch
 
             dt = dtypes.resolve(value.dtype)
@@ -53,7 +59,7 @@ class _Input:
 
     def write_back(self):
         storage = self.tensor._storage
-        if not storage.modified:
+        if not storage.modified or self.placeholder:
             return
         if _is_torch(self.value):
             import torch
@@ -65,6 +71,10 @@ class _Input:
 
 
 def _output(t: NkiTensor, like_torch, device, run: KernelRun):
+    if run.predict_only:
+        import torch
+
+        return torch.empty(t.shape, dtype=dtypes.torch_dtype(t.dtype), device=device)
     if not t._written.all() and run.uninitialized == "error":
         missing = int(t._written.size - np.count_nonzero(t._written))
         raise UninitializedReadError(f"the kernel returned {t!r} with {missing} of {t.size} "
@@ -131,13 +141,19 @@ class Kernel:
                    if isinstance(a, np.ndarray) or _is_torch(a)]
         like_torch = bool(tensors) and _is_torch(tensors[0])
         device = tensors[0].device if like_torch else None
+        on_neuron = device is not None and device.type == "neuron"
+        run.predict_only = on_neuron and not _execute_enabled()
+        if on_neuron:
+            from torch_neuron import _C
+
+            _C._pause_clocks()  # the host copies are the simulator's, not the kernel's
         push_run(run)
         try:
             inputs = {}
 
             def wrap(i, a):
                 if isinstance(a, np.ndarray) or _is_torch(a):
-                    inputs[i] = _Input(a, buffer, str(i))
+                    inputs[i] = _Input(a, buffer, str(i), placeholder=run.predict_only)
                     return inputs[i].tensor
                 return a
 
@@ -145,17 +161,22 @@ class Kernel:
             wrapped_kwargs = {k: wrap(k, a) for k, a in kwargs.items()}
             self._check_annotations(wrapped_args, wrapped_kwargs)
             result = None
-            for program in range(self.lnc):
-                if program:
-                    run.start_program(program)
-                out = self.fn(*wrapped_args, **wrapped_kwargs)
-                if program == 0:
-                    result = out
+            with np.errstate(all="ignore") if run.predict_only else _no_context():
+                for program in range(self.lnc):
+                    if program:
+                        run.start_program(program)
+                    out = self.fn(*wrapped_args, **wrapped_kwargs)
+                    if program == 0:
+                        result = out
             run.result = _convert_result(result, like_torch, device, run)
             for inp in inputs.values():
                 inp.write_back()
         finally:
             pop_run()
+            if on_neuron:
+                _C._resume_clocks()
+        if on_neuron:
+            _charge(run, device, self.fn.__name__)
         self.last_run = run
         return run
 
@@ -172,6 +193,47 @@ class Kernel:
                     isinstance(value, NkiTensor) and value.shape != want.shape:
                 raise ShapeError(f"argument {name} has shape {value.shape} but the kernel "
                                  f"declares {want!r}")
+
+
+def _execute_enabled() -> bool:
+    from torch_neuron import _C
+
+    return _C._execute_enabled()
+
+
+class _no_context:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _charge(run: KernelRun, device, name: str) -> None:
+    """Note [NKI kernels on the stream]
+    A kernel called with neuron tensors is one launch on the device's current stream, as a
+    compiled NKI kernel is on Trainium: trnsim's schedule of its instructions (Note [Kernel
+    schedule]) plus the launch overhead, through the one charge path (_C._charge_nki_kernel ->
+    charge(), Note [One charge path]). It appears in traces and `python -m torch_neuron run`
+    reports as `nki.<kernel name>`; inside a compiled graph's region it joins the graph as one
+    op that orders against everything. The simulator's own host copies of the operands are not
+    charged (the clocks are paused around them). In predict-only mode the kernel body runs on
+    zeros standing in for the inputs (NKI control flow does not depend on tensor values: loops
+    and indices are static), so the instructions and their schedule are those of a real run;
+    the outputs are left unspecified and the inputs unchanged, as every predict-only op does."""
+    from torch_neuron import _C
+    from torch_neuron.nki.timing import schedule
+
+    run.timing = timing = schedule(run)
+    detail = (f"{len(run.records)} instructions, makespan {timing['makespan_ns'] / 1e3:.3f} us"
+              f" ({run.target.core}, LNC={run.lnc})")
+    if device.index is None:
+        import torch
+
+        device = torch.device("neuron", torch.neuron.current_device())
+    index = device.index
+    _C._charge_nki_kernel(index, f"nki.{name}", timing["makespan_ns"],
+                          list(timing["busy_ns"]), timing["hbm_bytes"], timing["flops"], detail)
 
 
 def jit(fn=None, **kwargs):

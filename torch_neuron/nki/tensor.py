@@ -104,6 +104,8 @@ class KernelRun:
         self.records: list = []
         self.program_id = 0
         self.result = None
+        self.predict_only = False   # inputs are zeros standing in (kernel.py)
+        self.timing = None          # trnsim's schedule, when charged to a neuron stream
         self._next_buffer = 0
         self._dma_issued = 0
         self._shared: list = []          # shared_hbm storages in allocation order (LNC > 1)

@@ -1,0 +1,226 @@
+"""NKI instruction-level timing (Note [Kernel schedule], Note [ISA instruction costs]):
+durations against the ISA stub's published formulas computed here by hand, dependency
+scheduling, profiles and traces, and kernels charged to a neuron stream.
+
+Hand-computation facts: Trainium2 engine clocks TensorE 2.4 GHz, VectorE 0.96 GHz, ScalarE 1.2
+GHz, GpSimdE 1.2 GHz (trnsim instance.cpp, from the Trn2 architecture page); MIN_II = 64 cycles;
+a dma_copy costs 1300 ns (DMA bandwidth guide) plus (bytes + 256 B per descriptor) at one
+physical Trainium2 core's stream bandwidth, min(16 x 23 B/ns, 2900 / 8 GB/s) = 362.5 B/ns."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import torch_neuron
+import torch_neuron.nki as nki
+import torch_neuron.nki.isa as nisa
+import torch_neuron.nki.language as nl
+
+TENSOR_GHZ, VECTOR_GHZ, SCALAR_GHZ, GPSIMD_GHZ = 2.4, 0.96, 1.2, 1.2
+MIN_II = 64
+LAUNCH_US = 1.5  # trnsim cost.h kLaunchOverheadNs
+
+
+def duration_ns(p, i):
+    t = p.instruction(i)
+    return (t.end_us - t.start_us) * 1e3
+
+
+@nki.jit(platform_target="trn2")
+def one_of_each(x):
+    a = nl.ndarray((128, 1000), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=a, value=1.0)                                         # 0 VectorE
+    b = nl.ndarray((128, 1000), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=b, op=nl.exp, data=a)                             # 1 ScalarE
+    c = nl.ndarray((128, 10), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=c, op=nl.exp, data=a[:, 0:10])                    # 2 ScalarE, MIN_II
+    d = nl.ndarray((128, 1000), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=d, data1=a, data2=b, op=nl.add)                # 3 VectorE, 2N
+    s = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.memset(dst=s, value=0.0)                                         # 4 VectorE, N/2
+    m = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.memset(dst=m, value=0.5)                                         # 5
+    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=s, moving=m)                       # 6 TensorE bf16
+    acc2 = nl.ndarray((32, 16), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc2, stationary=a[:, 0:32], moving=a[:, 0:16])    # 7 TensorE fp32
+    r = nl.ndarray((128, 1), dtype=nl.bfloat16, buffer=nl.sbuf)
+    mb = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=mb, src=m)                                       # 8 VectorE
+    nisa.tensor_reduce(dst=r, op=nl.add, data=mb, axis=1)                 # 9 VectorE, N/2
+    out = nl.ndarray((128, 1000), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=d)                                         # 10 DMA
+    return out
+
+
+def test_instruction_durations_equal_the_published_formulas():
+    p = nki.profile(one_of_each, np.zeros(4, np.float32))
+    names = [r.name for r in p.records]
+    assert names[6] == "nc_matmul" and names[10] == "dma_copy"
+    expected = {
+        0: 1000 / VECTOR_GHZ,                     # memset: max(MIN_II, N)
+        1: 1000 / SCALAR_GHZ,                     # activation: max(MIN_II, N)
+        2: MIN_II / SCALAR_GHZ,                   # activation, N = 10 < MIN_II
+        3: 2 * 1000 / VECTOR_GHZ,                 # tensor_tensor, both SBUF fp32: 2N
+        4: MIN_II / VECTOR_GHZ,                   # memset 0 to bf16: max(MIN_II, N/2) = 64
+        5: 512 / VECTOR_GHZ,
+        6: 512 / TENSOR_GHZ,                      # max(min(64, 128), 512), bf16
+        7: 4 * max(min(64, 32), 16) / TENSOR_GHZ,  # fp32: 4x
+        8: 512 / VECTOR_GHZ,
+        9: 256 / VECTOR_GHZ,                      # tensor_reduce bf16 add: N/2
+    }
+    for i, ns in expected.items():
+        assert duration_ns(p, i) == pytest.approx(ns, rel=1e-9), (i, names[i])
+    attrs = dict(p.records[10].attrs)
+    dma_ns = 1300 + (attrs["bytes"] + 256 * attrs["descriptors"]) / 362.5
+    assert attrs["bytes"] == 128 * 1000 * 4
+    assert duration_ns(p, 10) == pytest.approx(dma_ns, rel=1e-9)
+    assert p.instructions == {"TensorE": 2, "VectorE": 6, "ScalarE": 2, "GpSimdE": 0,
+                              "DMA": 1}
+
+
+@nki.jit(platform_target="trn2")
+def streams(x):
+    # Two independent streams: VectorE fills a, GpSimdE fills b.
+    a = nl.ndarray((128, 2048), dtype=nl.float32, buffer=nl.sbuf)
+    b = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=a, value=1.0)                                    # 0
+    nisa.memset(dst=b, value=2.0, engine=nisa.engine.gpsimd)         # 1
+    # Dependent: ScalarE reads a (RAW on VectorE's memset).
+    c = nl.ndarray((128, 2048), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=c, op=nl.exp, data=a)                        # 2
+    # Buffer reuse: overwriting b waits for ScalarE's read of it (WAR).
+    d = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=d, op=nl.exp, data=b)                        # 3
+    nisa.memset(dst=b, value=3.0, engine=nisa.engine.gpsimd)         # 4
+    out = nl.ndarray((128, 2048), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=c)
+    return out
+
+
+def test_independent_streams_overlap_dependent_serialise_reuse_waits():
+    p = nki.profile(streams, np.zeros(4, np.float32))
+    t = [p.instruction(i) for i in range(5)]
+    vector_fill = 2048 / VECTOR_GHZ / 1e3
+    gpsimd_fill = 512 / GPSIMD_GHZ / 1e3
+    assert t[0].start_us == 0 and t[1].start_us == 0  # overlap on two engines
+    assert t[1].end_us == pytest.approx(gpsimd_fill)
+    assert t[2].start_us == pytest.approx(vector_fill)  # RAW: after the VectorE fill
+    # ScalarE runs in order: instruction 3 follows instruction 2.
+    assert t[3].start_us == pytest.approx(t[2].end_us)
+    # WAR: the second fill of b waits for the read of b, not just for GpSimdE.
+    assert t[4].start_us == pytest.approx(t[3].end_us)
+    assert t[4].start_us > t[1].end_us + 1.0
+    # The critical path: VectorE fill -> activation -> activation -> ... each with its line.
+    lines = [c.source for c in p.critical_path]
+    assert p.critical_path[0].index == 0 and all(":" in s for s in lines)
+    src = Path(__file__).name
+    assert all(s.split(":")[0].endswith(src) for s in lines)
+
+
+@nki.jit(platform_target="trn2")
+def quadrants(x):
+    a = nl.ndarray((128, 2048), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=a[64:128, 0:64], value=1.0, engine=nisa.engine.gpsimd)   # 0: short
+    nisa.memset(dst=a[0:64, :], value=2.0)                                   # 1: long, VectorE
+    b = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=b, op=nl.exp, data=a[64:128, 0:64])                  # 2
+    out = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=b)
+    return out
+
+
+def test_writes_to_other_partitions_of_a_tile_do_not_order():
+    p = nki.profile(quadrants, np.zeros(4, np.float32))
+    # The activation reads partitions 64-127, which only the GpSimd fill wrote.
+    assert p.instruction(2).start_us == pytest.approx(MIN_II / GPSIMD_GHZ / 1e3)
+    assert p.instruction(2).start_us < p.instruction(1).end_us
+
+
+def test_profile_fields_and_trace(tmp_path):
+    p = nki.profile(streams, np.zeros(4, np.float32))
+    assert p.time_us == pytest.approx(max(p.instruction(i).end_us
+                                          for i in range(len(p.records))))
+    assert set(p.busy) == {"TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA"}
+    assert p.busy["VectorE"] == pytest.approx((2048 / VECTOR_GHZ / 1e3) / p.time_us)
+    dma = p.instruction(len(p.records) - 1)
+    assert p.busy["DMA"] == pytest.approx((dma.end_us - dma.start_us) / p.time_us)
+    assert p.dma_queue_busy[dma.dma_queue] == pytest.approx(p.busy["DMA"])
+    path = tmp_path / "kernel.json"
+    p.save_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    tracks = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert {"TensorE", "VectorE", "ScalarE", "GpSimdE", f"DMA queue {dma.dma_queue}"} <= tracks
+    ops = [e for e in events if e["ph"] == "X"]
+    assert [e["name"] for e in ops] == [r.name for r in p.records]
+    assert all(e["args"]["source"] == r.source for e, r in zip(ops, p.records))
+
+
+def _elapsed_us(fn):
+    start = torch.neuron.Event(enable_timing=True)
+    end = torch.neuron.Event(enable_timing=True)
+    start.record()
+    out = fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3, out
+
+
+def test_eager_call_charges_the_stream_with_the_schedule():
+    x = torch.rand(128, 2048)
+    a = x.to("neuron")
+    base, _ = _elapsed_us(lambda: None)
+    us, out = _elapsed_us(lambda: streams(a))
+    timing = streams.last_run.timing
+    assert us - base == pytest.approx(timing["makespan_ns"] / 1e3 + LAUNCH_US, abs=1e-6)
+    assert out.device.type == "neuron"
+    np.testing.assert_allclose(out.cpu().numpy(), np.exp(np.ones((128, 2048), np.float32)),
+                               rtol=1e-6)
+
+
+def test_predict_only_times_a_kernel_without_its_values():
+    a = torch.rand(128, 2048).to("neuron")
+    executed, _ = _elapsed_us(lambda: streams(a))
+    records = len(streams.last_run.records)
+    with torch_neuron.predict_only():
+        predicted, out = _elapsed_us(lambda: streams(a))
+        assert out.shape == (128, 2048) and out.device.type == "neuron"
+    assert predicted == pytest.approx(executed, abs=1e-9)
+    assert len(streams.last_run.records) == records
+
+
+def test_unknown_target_timing_is_a_clear_error():
+    @nki.jit(platform_target="trn3")
+    def k(x):
+        a = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=a, value=0.0)
+        out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+
+    with pytest.raises(ValueError, match="NeuronCore-v4"):
+        nki.profile(k, np.zeros(4, np.float32))
+
+
+@pytest.mark.extended
+def test_matmul_sequence_gets_faster_and_turns_tensor_bound():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "nki"))
+    import matmul_sequence as ms
+
+    torch.manual_seed(0)
+    lhsT = torch.randn(2048, 1024, dtype=torch.bfloat16)
+    rhs = torch.randn(2048, 2048, dtype=torch.bfloat16)
+    expected = lhsT.float().T @ rhs.float()
+    profiles = []
+    for name, kernel in ms.KERNELS:
+        p = nki.profile(kernel, lhsT, rhs)
+        torch.testing.assert_close(p.run.result, expected, rtol=1e-4, atol=1e-2)
+        profiles.append(p)
+    times = [p.time_us for p in profiles]
+    assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
+    assert profiles[0].bound == "DMA" and profiles[0].busy["DMA"] > 0.95
+    assert profiles[-1].bound == "TensorE"

@@ -5,8 +5,9 @@ Every instruction the simulator executes appends one `InstructionRecord` to the 
 engine whose in-order queue runs it ("TensorE", "VectorE", "ScalarE", "GpSimdE", or "DMA" with a
 queue number), its ISA name, its operands (shape, dtype, partitions, elements per partition and
 memory space: what the ISA cost formulas take), the buffer regions it reads and writes, and the
-kernel source line that issued it. Timing (issue 27, item 3) only has to hand these to trnsim's
-scheduler: dependencies follow from overlapping regions (read-after-write, write-after-read,
+kernel source line that issued it. Timing hands them to trnsim's
+scheduler (torch_neuron/nki/timing.py, Note [Kernel schedule] in trnsim/kernel_schedule.h):
+dependencies follow from overlapping regions (read-after-write, write-after-read,
 write-after-write), and `address` ranges also expose buffer reuse when the allocator gives a
 freed tile's bytes to a new one.
 """
@@ -31,17 +32,6 @@ class Region:
     buffer: int
     partitions: Optional[tuple[int, int]]
     address: tuple[int, int]
-
-    def linear(self, core: int = 0) -> tuple[int, int, int]:
-        """(address space, begin, end) as trnsim's scheduler takes regions (1-D byte ranges,
-        schedule.h). HBM buffers share space 0, each at its own 2^40-byte base; SBUF and PSUM
-        of logical core `core` are spaces 16 + 2 * core and 17 + 2 * core, their per-partition
-        byte range taken for all partitions (conservative: two tiles on disjoint partitions
-        of the same bytes are ordered)."""
-        if self.partitions is None:
-            base = self.buffer << 40
-            return (0, base + self.address[0], base + self.address[1])
-        return (16 + 2 * core + (self.space == "psum"), self.address[0], self.address[1])
 
     def overlaps(self, other: "Region") -> bool:
         if self.space != other.space:

@@ -176,11 +176,8 @@ def test_records_name_engines_operands_regions_and_source_lines():
     assert mm.writes[0].space == "psum" and mm.writes[0].partitions == (0, 16)
     assert copy.reads[0] == mm.writes[0] and store.reads[0] == copy.writes[0]
     assert not load_a.writes[0].overlaps(load_b.writes[0])
-    # the 1-D form trnsim's scheduler takes: same dependencies
-    lin = [r.linear() for r in (load_a.reads[0], load_a.writes[0], load_b.writes[0],
-                                mm.writes[0])]
-    assert lin[0][0] == 0 and lin[1][0] == 16 and lin[3][0] == 17
-    assert lin[1][2] <= lin[2][1] or lin[2][2] <= lin[1][1]
+    # (trnsim lays these out as its scheduler's 1-D regions: Note [Kernel schedule];
+    # test_nki_timing.py checks the dependencies they give)
     # what the cost formulas need: partitions, free sizes, dtypes
     st, mv = mm.operand("stationary"), mm.operand("moving")
     assert (st.partitions, st.elements_per_partition, st.dtype) == (64, 16, "bfloat16")

@@ -26,12 +26,13 @@ from torch_neuron.nki.errors import (CapacityError, DtypeError, MemorySpaceError
                                      PsumBankError, ShapeError, TileSizeError,
                                      UninitializedReadError, UnsupportedError)
 from torch_neuron.nki.kernel import Kernel, jit, run, simulate
+from torch_neuron.nki.op import nki_op
 from torch_neuron.nki.profile import KernelProfile, TimedInstruction, profile
 from torch_neuron.nki.records import InstructionRecord, Operand, Region
 from torch_neuron.nki.tensor import KernelRun, NkiTensor
 
 __all__ = [
-    "jit", "simulate", "run", "profile", "KernelProfile", "TimedInstruction", "Kernel", "KernelRun", "NkiTensor", "InstructionRecord",
+    "jit", "simulate", "run", "profile", "nki_op", "KernelProfile", "TimedInstruction", "Kernel", "KernelRun", "NkiTensor", "InstructionRecord",
     "Operand", "Region", "isa", "language", "typing", "NkiValidationError",
     "PartitionLimitError", "TileSizeError", "CapacityError", "PsumBankError", "DtypeError",
     "MemorySpaceError", "ShapeError", "OutOfBoundsError", "UninitializedReadError",

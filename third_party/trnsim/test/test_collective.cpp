@@ -393,6 +393,25 @@ TEST(Collective, HierarchicalAllReduceMatchesClosedForm) {
   EXPECT_DOUBLE_EQ(c.latency_ns, kFixedNs + 2 * kIntraHopNs + kEfaHopNs);
 }
 
+TEST(Collective, UltraServerInstancesTalkOverTheirNeuronLinkRing) {
+  // Four trn2u.48xlarge of a Trn2 UltraServer, one rank each on chip 0: chip 0 of each
+  // instance is linked to chip 0 of its two neighbours in the ring of instances (Trn2 page),
+  // 256 GB/s per chip over 2 links, both directions: 64 GB/s each way per link, and the ring of
+  // 4 runs both ways: 128 GB/s. Steps are NeuronLink steps, not EFA ones.
+  const InstanceSpec& s = find_instance("trn2u.48xlarge");
+  const std::vector<RankPlace> ranks = {{0, 0}, {1, 0}, {2, 0}, {3, 0}};
+  const double n = kGiB, f = 3.0 / 4, wire = 2 * 256.0 / 2 / 2;
+  const CollectiveCost c = collective_cost(s, Collective::AllReduce, kGiB, ranks);
+  EXPECT_EQ(c.link, "UltraServer NeuronLink");
+  EXPECT_EQ(c.algorithm, "ring");
+  const double expected = kFixedNs + 6 * kIntraHopNs + 2 * f * n / wire;
+  EXPECT_NEAR(c.duration_ns, expected, expected * 1e-9);
+  // Instances of different UltraServers (nodes 0 and 4) use EFA.
+  EXPECT_EQ(collective_cost(s, Collective::AllReduce, kGiB, {{0, 0}, {4, 0}}).link, "EFA");
+  // The same four instances as plain trn2.48xlarge have only EFA between them.
+  EXPECT_EQ(cost("trn2.48xlarge", Collective::AllReduce, kGiB, ranks).link, "EFA");
+}
+
 TEST(Collective, LargeAllReduceAcrossFourInstancesIsHierarchical) {
   const InstanceSpec& s = find_instance("trn2.48xlarge");
   const CollectiveCost c = collective_cost(s, Collective::AllReduce, kGiB, across_nodes(s, 4, 4));

@@ -224,3 +224,24 @@ def test_matmul_sequence_gets_faster_and_turns_tensor_bound():
     assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
     assert profiles[0].bound == "DMA" and profiles[0].busy["DMA"] > 0.95
     assert profiles[-1].bound == "TensorE"
+
+
+@nki.jit(platform_target="trn2")
+def _rows_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    rows = a.shape[0] // nl.num_programs(0)
+    for i in nl.affine_range(rows // 128):
+        r0 = nl.program_id(0) * rows + i * 128
+        nl.store(out[r0:r0 + 128, :], nl.add(nl.load(a[r0:r0 + 128, :]),
+                                              nl.load(b[r0:r0 + 128, :])))
+    return out
+
+
+def test_lnc2_programs_run_on_two_physical_cores():
+    a, b = np.random.rand(1024, 512).astype(np.float32), np.random.rand(1024, 512).astype(np.float32)
+    one, two = nki.profile(_rows_add, a, b), nki.profile(_rows_add[2], a, b)
+    np.testing.assert_allclose(two.run.result, a + b)
+    assert two.programs == 2 and {r.core for r in two.records} == {0, 1}
+    # Each program has half the rows and its own core's engines and HBM share.
+    assert two.time_us < 0.6 * one.time_us
+    assert two.instructions == one.instructions

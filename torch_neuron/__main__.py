@@ -4,7 +4,8 @@
     python -m torch_neuron run --nproc-per-node N [--nnodes M] SCRIPT.py [ARGS] [--instance NAME]
                                [--trace OUT.json]   # a distributed script, one report of all ranks
     python -m torch_neuron run --no-execute SCRIPT.py [ARGS]   # predict only: nothing computed
-    python -m torch_neuron fidelity [--sources]    # published Trainium measurements vs the model
+    python -m torch_neuron fidelity [--kind K] [--eager] [--sources] [--json]  # published
+                                                   # Trainium measurements vs the model
     python -m torch_neuron info [--instance NAME]  # the simulated Trainium instance
     python -m torch_neuron env [--markdown]        # every setting: value, source, doc
     python -m torch_neuron cmake-prefix-path       # for cmake -DCMAKE_PREFIX_PATH=... (C++)
@@ -288,7 +289,8 @@ def main(argv: list[str] | None = None) -> None:
                         "--no-execute; --nproc-per-node N [--nnodes M] for a distributed "
                         "script)")
     commands.add_parser("fidelity", help="published Trainium measurements beside the "
-                        "simulator's predictions (--sources: where each was published)")
+                        "simulator's predictions; exit 1 when a goal is not met (fidelity "
+                        "--help: the options)")
     args = parser.parse_args(argv)
     try:
         args.run(args)

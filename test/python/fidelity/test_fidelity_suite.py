@@ -1,0 +1,150 @@
+"""The fidelity suite's smoke subset (`python -m torch_neuron fidelity`, torch_neuron/fidelity):
+a few anchors through the command line, the goals and the physical-peak check against hand
+computations on made-up predictions, and docs/fidelity.md listing every anchor. The full suite
+is `./scripts/fidelity.sh` (its own CI step; test/fidelity)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import NEURON_ENV_VARS
+from torch_neuron.fidelity import cli, report
+from torch_neuron.fidelity.anchor import COUNTS, GOALS, Anchor
+from torch_neuron.fidelity.anchors import ANCHORS
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SMOKE = ["matmul-bf16-4096x8192x8192", "matmul-bf16-tensore-busy", "allr-r2-1024B-fp32-sweep",
+         "allr-r64-N2-1073741824B-fp32-multi-instance"]
+
+
+def fidelity(*args, timeout=120):
+    env = {k: v for k, v in os.environ.items() if k not in NEURON_ENV_VARS}
+    return subprocess.run([sys.executable, "-m", "torch_neuron", "fidelity", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    args = [a for name in SMOKE for a in ("--anchor", name)]
+    out = fidelity(*args, "--json", "--sources")
+    lines = out.stdout.strip().splitlines()
+    return out, json.loads(lines[-1]), "\n".join(lines[:-1])
+
+
+def test_smoke_anchors_are_predicted_and_printed(smoke):
+    out, result, text = smoke
+    assert out.returncode in (0, 1), out.stderr[-3000:]
+    assert out.returncode == (0 if result["summary"]["goals_met"] else 1)
+    header = text.splitlines()[0].split()
+    assert header[:6] == ["anchor", "kind", "status", "instance", "measured", "predicted"]
+    for name in SMOKE:
+        prediction = result["predictions"][name]
+        assert "error" not in prediction, prediction
+        assert prediction["predicted"] > 0
+        assert re.search(rf"^{re.escape(name)}\s", text, re.M), name
+    # The sanity row is printed with its reason and counted in no goal.
+    assert "sanity (1: matmul-bf16-tensore-busy): any large matmul" in text
+    assert result["summary"]["kinds"]["op"]["counting"] == 1
+    assert "sources:" in text and "nccom-test.rst" in text
+
+
+def test_the_matmul_anchor_is_never_faster_than_the_documented_peak(smoke):
+    # Hand computation: 2*M*K*N at Trn1's documented 190 BF16 TFLOPS per chip, 2 cores.
+    _, result, _ = smoke
+    peak_ms = 2 * 4096 * 8192 * 8192 / (190e12 / 2) * 1e3
+    prediction = result["predictions"]["matmul-bf16-4096x8192x8192"]
+    assert prediction["bound"] == pytest.approx(peak_ms)
+    assert prediction["predicted"] >= peak_ms
+
+
+def _anchor(name, kind="op", measured=1.0, status=COUNTS, reason=""):
+    return Anchor(name, kind, "trn1.2xlarge", "w", measured, "ms", "s", lambda mode: 0.0,
+                  status=status, reason=reason)
+
+
+@pytest.mark.parametrize("ratios, met", [
+    ([1.0, 1.05, 0.95], True),            # median 5%, all in the band
+    ([1.0, 1.3, 1.0], False),             # one outside 0.8x-1.25x
+    ([1.15, 0.88, 1.2], False),           # all in the band, median 15% > 10%
+])
+def test_op_goals(ratios, met):
+    anchors = [_anchor(f"a{i}") for i in range(len(ratios))]
+    results = {a.name: {"predicted": r, "bound": 0.5} for a, r in zip(anchors, ratios)}
+    s = report.summary(anchors, results)
+    assert s["kinds"]["op"]["goals_met"] is met and s["goals_met"] is met
+    assert s["kinds"]["op"]["median_abs_error"] == pytest.approx(
+        sorted(abs(r - 1) for r in ratios)[1])
+
+
+def test_rows_that_do_not_count_are_printed_but_not_counted():
+    anchors = [_anchor("good"), _anchor("off", status="excluded", reason="another instance")]
+    results = {"good": {"predicted": 1.0}, "off": {"predicted": 10.0}}
+    s = report.summary(anchors, results)
+    assert s["goals_met"] and s["kinds"]["op"]["counting"] == 1
+    text = report.table(anchors, results)
+    assert re.search(r"^off\s+op\s+excluded\s.*10\.00ms\s+10\.00", text, re.M)
+
+
+def test_a_prediction_below_its_physical_peak_fails():
+    anchors = [_anchor("fast")]
+    s = report.summary(anchors, {"fast": {"predicted": 1.0, "bound": 1.01}})
+    assert s["below_peak"] == ["fast"] and not s["goals_met"]
+    assert "<peak" in report.table(anchors, {"fast": {"predicted": 1.0, "bound": 1.01}})
+
+
+def test_end_to_end_band_and_exit_status(monkeypatch, capsys):
+    assert GOALS["end-to-end"] == {"median_abs_error": 0.15, "band": (0.67, 1.5)}
+    names = [a.name for a in ANCHORS if a.kind == "end-to-end" and a.status == COUNTS][:2]
+    measured = {a.name: a.measured for a in ANCHORS}
+    for factor, code in ((1.1, 0), (1.6, 1)):
+        monkeypatch.setattr(cli.runner, "predict", lambda anchors, eager=False, timeout=0: {
+            a.name: {"predicted": measured[a.name] * factor} for a in anchors})
+        args = [x for n in names for x in ("--anchor", n)]
+        assert cli.main(args) == code
+        assert ("all goals met" if code == 0 else "goals NOT met") in capsys.readouterr().out
+
+
+def test_a_failing_workload_fails_the_run(monkeypatch, capsys):
+    monkeypatch.setattr(cli.runner, "predict",
+                        lambda anchors, eager=False, timeout=0: {a.name: {"error": "boom"}
+                                                               for a in anchors})
+    assert cli.main(["--anchor", SMOKE[0]]) == 1
+    assert "boom" in capsys.readouterr().err
+
+
+def test_every_anchor_that_does_not_count_says_why_and_every_source_is_pinned():
+    for a in ANCHORS:
+        assert (a.status == COUNTS) == (not a.reason), a.name
+        assert re.search(r"@[0-9a-f]{7}", a.source), (a.name, a.source)
+    kinds = {k: [a for a in ANCHORS if a.kind == k and a.status == COUNTS] for k in GOALS}
+    assert len(kinds["end-to-end"]) == 11  # 8 inference rows, 3 training rows
+
+
+def test_the_doc_table_lists_every_anchor():
+    doc = open(os.path.join(REPO, "docs", "fidelity.md")).read()
+    block = doc.split(cli.DOC_BEGIN)[1].split(cli.DOC_END)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")]
+            for line in block.strip().splitlines() if line.startswith("| ")][1:]
+    assert [r[0] for r in rows] == [a.name for a in ANCHORS]
+    for row, a in zip(rows, ANCHORS):
+        assert row[1:5] == [a.kind, a.status, a.instance, report.fmt(a.measured, a.unit)], row
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus"], "--bogus"), (["--anchor", "nope"], "unknown anchor 'nope'"),
+    (["--kind", "nope"], "invalid choice")])
+def test_bad_usage_is_named(args, message):
+    out = fidelity(*args, timeout=60)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_help_lists_the_options_without_running():
+    out = fidelity("--help", timeout=60)
+    assert out.returncode == 0
+    for option in ("--json", "--sources", "--kind", "--eager", "--markdown", "--anchor"):
+        assert option in out.stdout
+    assert "peak bound" not in out.stdout  # the comparison did not run

@@ -97,10 +97,10 @@ def test_kernel_runs_only_when_executing():
     assert deferred._compiled is None  # nothing compiled while predicting
 
 
-@pytest.mark.extended  # a fresh interpreter and two compiles, about 12 s
+@pytest.mark.extended  # a fresh interpreter and two compiles, about 10 s
 def test_full_size_compiled_model_commits_no_ram():
-    # Weights and activations of about 3 GiB: a Linear-GELU-LayerNorm stack whose generated
-    # kernels, if they ran, would write 1 GiB activations (and so commit them as host RAM).
+    # Weights and activations of 4.5 GiB; the generated kernel, if it ran, would write a
+    # 1.5 GiB result (and commit it as host RAM: about 1.5 GiB of RSS, measured).
     out = run_python_json("""
         import json, torch, torch_neuron
         import torch.nn as nn
@@ -111,22 +111,30 @@ def test_full_size_compiled_model_commits_no_ram():
                     if line.startswith(field):
                         return int(line.split()[1]) * 1024
 
+        class Scale(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = nn.Parameter(torch.empty(3072, 131072))  # 1.5 GiB
+
+            def forward(self, x):
+                return nn.functional.gelu(x * self.weight) + x
+
         torch_neuron.set_execute(False)
         torch.compile(lambda t: (t * 2).sin(), backend="neuron")(torch.ones(4, device="neuron"))
         before = rss("VmRSS:")
         with torch.device("neuron"):
-            model = nn.Sequential(*[nn.Sequential(nn.Linear(4096, 4096), nn.GELU(),
-                                                  nn.LayerNorm(4096)) for _ in range(4)])
-        x = torch.empty(65536, 4096, device="neuron")  # 1 GiB
+            model = Scale()
+        x = torch.empty(3072, 131072, device="neuron")  # 1.5 GiB
         compiled = torch.compile(model, backend="neuron")
         torch.neuron.reset_peak_memory_stats()
+        torch_neuron.clear_op_tracking()
         with torch.no_grad():
-            y = compiled(x)
+            compiled(x)
         ops = torch_neuron.get_executed_ops()
         print(json.dumps({"rss_growth": rss("VmHWM:") - before,
                           "peak": torch.neuron.max_memory_allocated(),
                           "kernels": sum(n for k, n in ops.items() if k.startswith("cpp_"))}))
     """)
     assert out["peak"] > 2 * 2**30, out
-    assert out["kernels"] >= 4, out  # the generated kernels were charged
+    assert out["kernels"] >= 1, out  # the generated kernel was charged
     assert out["rss_growth"] < 2**30, out

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <exception>
 #include <map>
@@ -41,6 +42,10 @@ struct PendingSend {
   at::Tensor bulk;                     // the data as bytes when too large to go inline
   std::shared_ptr<void> keep_alive;    // what `bulk` is a view of
   std::atomic<bool> settled{false};
+  // Who settles a large send: its wait(), or its lane when wait() has not claimed it in time.
+  std::mutex claim_mutex;
+  std::condition_variable claim_cv;
+  bool claimed = false;
 };
 
 // The unsettled sends of one (peer, tag) in issue order: their bulk messages must leave in

@@ -628,9 +628,11 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 //     bytes] in the inbox message, followed there by its data when it holds at most
 //     kInlineBytes (one message: no thread, no waiting for the receiver);
 //   - a larger send's data must not overflow the bulk receive, so it waits for the
-//     receiver's size on the send's lane (SendLanes.h: one thread per peer and tag, so that
-//     its completion never waits for the caller's wait(); isend/irecv pairs may be waited
-//     for in any order, as with Gloo) and sends the data when the sizes agree;
+//     receiver's size and sends the data when the sizes agree: in its wait(), or, if wait()
+//     has not claimed it within kLaneGrace, on the send's lane (SendLanes.h: one thread per
+//     peer and tag), so that its completion never depends on the caller's wait() (isend/irecv
+//     pairs may be waited for in any order, as with Gloo) while the usual early wait() costs
+//     no thread hop;
 //   - when they differ, a receiver that posted a bulk receive gets one byte in it instead
 //     (sent by the lane, in issue order with the bulk messages of later sends), and both
 //     sides raise a DistBackendError naming both ranks and sizes; the group stays usable.
@@ -644,6 +646,7 @@ namespace {
 
 constexpr int64_t kHeaderBytes = 2 * sizeof(double);
 constexpr int64_t kInlineBytes = 64 << 10;
+constexpr auto kLaneGrace = std::chrono::milliseconds(2);
 
 std::vector<at::Tensor> one_double(double value) {
   std::vector<at::Tensor> t{at::empty({1}, at::kDouble)};
@@ -743,15 +746,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
   auto message_work = gloo_->send(message, dst_rank, tag);
   // The sender's side ends once its bytes are on the link (the receiver buffers them).
   const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival, true);
-  if (!inline_data) {  // its data goes out even if nobody waits for this send
-    lanes_->run(dst_rank, tag, [this, dst_rank, tag, pending] {
+  c10::intrusive_ptr<c10d::Work> lane_work;
+  if (!inline_data) {
+    // Its data goes out even if nobody waits for this send: the lane sends it unless wait()
+    // claims the send first. wait() usually comes soon and then sends it itself, with no
+    // thread hop; kLaneGrace (an assumption, not a measured figure) is how long the lane
+    // leaves it that chance.
+    lane_work = lanes_->run(dst_rank, tag, [this, dst_rank, tag, pending] {
+      {
+        std::unique_lock<std::mutex> lock(pending->claim_mutex);
+        if (pending->claim_cv.wait_for(lock, kLaneGrace, [&] { return pending->claimed; })) {
+          return;
+        }
+        pending->claimed = true;
+      }
       settle_sends(dst_rank, tag, pending);
     });
   }
   // NeuronWork waits for `message_work` before `finish`.
-  auto finish = [this, pending, message, inline_data, bytes, dst_rank, tag, end] {
+  auto finish = [this, pending, lane_work, message, inline_data, bytes, dst_rank, tag, end] {
+    bool mine = true;
+    if (!inline_data) {
+      {
+        std::lock_guard<std::mutex> lock(pending->claim_mutex);
+        mine = !pending->claimed;
+        pending->claimed = true;
+      }
+      pending->claim_cv.notify_one();
+      if (!mine) lane_work->wait();
+    }
     const uint64_t wanted = pending->wanted->get();
-    if (wanted != bytes || !inline_data) settle_sends(dst_rank, tag, pending);
+    if (mine && (wanted != bytes || !inline_data)) settle_sends(dst_rank, tag, pending);
     pending->settled = true;
     if (wanted != bytes) size_mismatch(getRank(), bytes, dst_rank, wanted);
     return end;

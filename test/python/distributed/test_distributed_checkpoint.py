@@ -39,7 +39,7 @@ def assert_params_equal(a, b):
         assert torch.equal(a[name], b[name]), name
 
 
-@pytest.mark.extended  # 10 s; test_distributed_fsdp.py's "dcp" recipe async_saves by default
+@pytest.mark.extended  # 10 s; docs/distributed.md's torchrun example async_saves by default
 def test_async_save_round_trip_on_two_ranks(tmp_path):
     records = run("roundtrip", 2, tmp_path)
     for r in records:

@@ -8,9 +8,8 @@ clip_grad_norm_ on the DTensor parameters every step. Recipes, each from the sam
   bf16_no_reshard the same with reshard_after_forward=False
   fp32            no mixed precision
   dcp             the bf16 recipe interrupted after STEPS // 2 steps: model and optimizer
-                  state dicts saved with torch.distributed.checkpoint.async_save (device
-                  collectives run while it saves), a new model and optimizer loaded from it,
-                  training continued
+                  state dicts saved with torch.distributed.checkpoint, a new model and
+                  optimizer loaded from it, training continued
 Rank 0 also trains the model without FSDP in float32 on the full batch ("single").
 Each rank saves per recipe: its losses, the gradient norms clip_grad_norm_ returned, the full
 parameters at the end, where its shards live, and the ops that fell back to the CPU.
@@ -108,14 +107,7 @@ for recipe in ("bf16", "bf16_no_reshard", "fp32", "dcp"):
         train_steps(model, opt, range(half), record)
         checkpoint = os.path.join(args.out, f"checkpoint_{args.device}")
         model_sd, optim_sd = get_state_dict(model, opt)
-        # Saved in DCP's background thread. On neuron this thread meanwhile runs device
-        # collectives (the all-gathers of full_params) on the same process group, whose CPU
-        # tensors go to a Gloo group of their own; on the CPU, Gloo's one group would mix the
-        # two threads' collectives (PyTorch's advice: give async_save a group of its own).
-        saving = dcp.async_save({"model": model_sd, "optim": optim_sd}, checkpoint_id=checkpoint)
-        if device.type == "neuron":
-            full_params(model)
-        saving.result()
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=checkpoint)
         del model, opt, model_sd, optim_sd
         # A new model (other weights, so the load has to do the work) and a new optimizer
         # whose state the load fills in. Not torch.nn.init.normal_: random ops on neuron

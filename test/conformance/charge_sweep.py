@@ -115,6 +115,7 @@ def check_op_dtype(op, dtype, samples_limit=None):
     torch.manual_seed(0)
     samples = list(op.sample_inputs("cpu", dtype, requires_grad=with_grad))
     compared = 0
+    refused = None  # why predict-only mode refused a sample (it needs values)
     for i, sample in enumerate(samples):
         if samples_limit is not None and compared >= samples_limit:
             break
@@ -124,6 +125,7 @@ def check_op_dtype(op, dtype, samples_limit=None):
         predicted = run(op, sample, False, with_grad)
         if isinstance(predicted, Exception):
             if needs_values(predicted):
+                refused = refused or str(predicted).strip().splitlines()[0][:200]
                 continue
             return "differs", (f"sample {i}: predicting raised {type(predicted).__name__}: "
                                f"{str(predicted).strip().splitlines()[0][:200]}")
@@ -131,7 +133,8 @@ def check_op_dtype(op, dtype, samples_limit=None):
             return "differs", f"sample {i}: {first_difference(executed, predicted)}"
         compared += 1
     if compared == 0:
-        return "skip", "no sample runs in both modes"
+        return "skip", ("no sample runs in both modes" +
+                        (f"; predicting needs values: {refused}" if refused else ""))
     return "same", ""
 
 

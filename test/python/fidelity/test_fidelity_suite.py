@@ -17,8 +17,9 @@ from torch_neuron.fidelity.anchor import COUNTS, GOALS, Anchor
 from torch_neuron.fidelity.anchors import ANCHORS
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-SMOKE = ["matmul-bf16-4096x8192x8192", "matmul-bf16-tensore-busy", "allr-r2-1024B-fp32-sweep",
-         "allr-r64-N2-1073741824B-fp32-multi-instance"]
+# All on trn1.32xlarge: one worker process, seconds.
+SMOKE = ["matmul-bf16-4096x8192x8192", "matmul-bf16-4096x8192x8192-original-tiled",
+         "allr-r2-1024B-fp32-sweep", "allr-r64-N2-1073741824B-fp32-multi-instance"]
 
 
 def fidelity(*args, timeout=120):
@@ -46,9 +47,10 @@ def test_smoke_anchors_are_predicted_and_printed(smoke):
         assert "error" not in prediction, prediction
         assert prediction["predicted"] > 0
         assert re.search(rf"^{re.escape(name)}\s", text, re.M), name
-    # The sanity row is printed with its reason and counted in no goal.
-    assert "sanity (1: matmul-bf16-tensore-busy): any large matmul" in text
+    # The unoptimized tutorial kernel is printed with its reason and counted in no goal.
+    assert "excluded (1: matmul-bf16-4096x8192x8192-original-tiled): a deliberately" in text
     assert result["summary"]["kinds"]["op"]["counting"] == 1
+    assert "loose (2: allr-r2-1024B-fp32-sweep, allr-r64-N2-" in text
     assert "sources:" in text and "nccom-test.rst" in text
 
 
@@ -116,6 +118,11 @@ def test_a_failing_workload_fails_the_run(monkeypatch, capsys):
     assert "boom" in capsys.readouterr().err
 
 
+def test_the_busy_fraction_is_a_sanity_row_not_an_anchor():
+    (busy,) = [a for a in ANCHORS if a.unit == "%"]
+    assert busy.status == "sanity" and "by construction" in busy.reason
+
+
 def test_every_anchor_that_does_not_count_says_why_and_every_source_is_pinned():
     for a in ANCHORS:
         assert (a.status == COUNTS) == (not a.reason), a.name
@@ -137,9 +144,10 @@ def test_the_doc_table_lists_every_anchor():
 @pytest.mark.parametrize("args, message", [
     (["--bogus"], "--bogus"), (["--anchor", "nope"], "unknown anchor 'nope'"),
     (["--kind", "nope"], "invalid choice")])
-def test_bad_usage_is_named(args, message):
-    out = fidelity(*args, timeout=60)
-    assert out.returncode == 2 and message in out.stderr, out.stderr
+def test_bad_usage_is_named(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_help_lists_the_options_without_running():

@@ -207,22 +207,28 @@ ScheduleResult Schedule::run() const {
       }
     }
     if (finished == n) break;
-    double next = std::numeric_limits<double>::infinity();
-    if (!fixed.empty()) next = fixed.top().first;
+    // The next event: a fixed-duration end, or the smallest shared transfer draining.
     const double share = shared.empty() ? 0 : bandwidth / static_cast<double>(shared.size());
-    for (const Transfer& t : shared) next = std::min(next, now + t.remaining / share);
-    if (!(next < std::numeric_limits<double>::infinity())) {
+    double least = std::numeric_limits<double>::infinity();  // bytes of the smallest transfer
+    for (const Transfer& t : shared) least = std::min(least, t.remaining);
+    const double drain = shared.empty() ? least : least / share;  // ns until it is done
+    const double fixed_next = fixed.empty() ? std::numeric_limits<double>::infinity()
+                                            : fixed.top().first;
+    if (shared.empty() && fixed.empty()) {
       throw Error("schedule deadlock: an instruction waits for one that never runs");
     }
-    for (Transfer& t : shared) t.remaining -= (next - now) * share;
-    now = next;
+    const bool transfer_first = !shared.empty() && now + drain <= fixed_next;
+    const double step = transfer_first ? drain : fixed_next - now;
+    for (Transfer& t : shared) t.remaining -= step * share;
+    now = transfer_first ? now + drain : fixed_next;
     while (!fixed.empty() && fixed.top().first <= now) {
       const uint32_t i = fixed.top().second;
       fixed.pop();
       finish(i);
     }
-    // Transfers drained to within rounding of this step finish now.
-    const double slack = 1e-9 * std::max(1.0, share);
+    // The transfers that drained in this step (the smallest, and any within rounding of it)
+    // finish now, whatever rounding left of them: the clock may not resolve their remainder.
+    const double slack = transfer_first ? least * 1e-9 : 1e-9 * std::max(1.0, share);
     for (size_t k = 0; k < shared.size();) {
       if (shared[k].remaining <= slack) {
         finish(shared[k].index);

@@ -151,6 +151,18 @@ TEST(Schedule, DmaTransfersInFlightShareTheHbmStream) {
   EXPECT_NEAR(q.times[1].end_ns, 2 * b / bw, 1e-6);
 }
 
+TEST(Schedule, TransfersTooShortForTheClockStillFinish) {
+  // At 1e15 ns a double resolves about 0.1 ns; transfers of a few bytes take far less. They
+  // finish (at the clock's resolution) instead of stalling the simulation.
+  Schedule s(trn2(), 2);
+  s.add(on(Engine::Tensor, 1e15, {}, {bytes(0, 8)}));
+  s.add(transfer(0, 1, {bytes(0, 8)}));
+  s.add(transfer(1, 3, {bytes(0, 8)}));
+  const ScheduleResult r = s.run();
+  EXPECT_NEAR(r.makespan_ns, 1e15, 1.0);
+  EXPECT_LE(r.times[1].end_ns, r.times[2].end_ns);
+}
+
 TEST(Schedule, TiledProducerConsumerPipelines) {
   // T tiles through three stages: a DMA load (L = b / bw; one queue, so one at a time, alone on
   // HBM), a VectorE pass (v) and a ScalarE pass (a), each tile reading its predecessor's

@@ -77,7 +77,12 @@ double Queue::launch(const std::string& name, const OpCost& cost, double duratio
   // Tracing: the lock keeps trace records in clock order.
   std::lock_guard<std::mutex> lock(mutex_);
   const double start = advance_clock(duration_ns);
-  if (shares) engines_->occupy(cost, start);
+  if (shares) {
+    engines_->occupy(cost, start);
+    // The record and the observer need only this queue's lock; other queues' launches spin on
+    // the engines' lock (Note [Spin locks]), so it is not held through an observer's call.
+    engines_lock.unlock();
+  }
   TraceRecord record{name,       device_,    id_,          start, duration_ns, cost.engine_ns,
                      cost.flops, cost.bytes, std::move(detail), thread_trace_tag};
   if (watched) {

@@ -100,3 +100,22 @@ def test_two_stage_model_is_the_sum_of_its_stages_and_the_transfer():
     assert total == pytest.approx(alone_first + transfer_ms + alone_second, abs=2e-4)
     # neuron:0's stream waited for the event recorded on neuron:1 after the last stage.
     assert clock(0) >= clock(1)
+
+
+def test_events_across_devices():
+    # As with CUDA: another device's stream can wait for an event; elapsed_time cannot span two
+    # devices.
+    a = torch.empty(4096, 4096, dtype=torch.bfloat16, device="neuron:1")
+    a @ a
+    while clock(1) < clock(0) + 1e6:  # neuron:1 ahead of every stream of neuron:0
+        a @ a
+    on_one = torch.neuron.Event(enable_timing=True)
+    on_one.record(torch.neuron.current_stream(1))
+    on_zero = torch.neuron.Event(enable_timing=True)
+    on_zero.record(torch.neuron.current_stream(0))
+    with pytest.raises(RuntimeError, match="both events on one device"):
+        on_zero.elapsed_time(on_one)
+    fresh = torch.neuron.Stream(device=0)  # its clock starts behind neuron:1's work
+    assert _C._stream_clock_ns(0, fresh.stream_id) < clock(1) - 1e5
+    fresh.wait_event(on_one)
+    assert _C._stream_clock_ns(0, fresh.stream_id) >= clock(1) - _C._EVENT_RECORD_NS

@@ -49,8 +49,9 @@ def test_eager_predictions_are_beside_the_compiled_ones_when_asked(result):
     if "eager ratio" not in result["table"].splitlines()[0]:
         pytest.skip("run without --eager (scripts/fidelity.sh leaves it out for time)")
     for a in ANCHORS:
-        if a.measured_as == "compiled" and a.kind != "collective":
-            assert result["predictions"][a.name]["eager"] > 0, a.name
+        p = result["predictions"][a.name]
+        if a.measured_as == "compiled" and a.kind != "collective" and "error" not in p:
+            assert p["eager"] > 0, a.name
 
 
 def test_the_exit_status_is_the_goals_verdict(result):
@@ -64,8 +65,8 @@ def test_the_exit_status_is_the_goals_verdict(result):
 
 def test_the_peak_bound_is_checked_for_every_timed_anchor(result):
     for a in ANCHORS:
-        if a.unit == "ms":
-            p = result["predictions"][a.name]
+        p = result["predictions"][a.name]
+        if a.unit == "ms" and "error" not in p:  # errors: the first test
             assert p["bound"] > 0, a.name
             assert (a.name in result["summary"]["below_peak"]) == report.below_peak(a, p)
 

@@ -34,10 +34,12 @@ def summary(anchors, results: dict) -> dict:
         mine = [a for a in anchors if a.kind == kind]
         if not mine:
             continue
-        counting = [a for a in mine if a.status == COUNTS and "error" not in results[a.name]]
-        ratios = {a.name: ratio(a, results[a.name]) for a in counting}
+        counting = [a for a in mine if a.status == COUNTS]
+        ratios = {a.name: ratio(a, results[a.name]) for a in counting
+                  if "error" not in results[a.name]}
         entry = {"anchors": len(mine), "counting": len(counting),
-                 "not_counting": len(mine) - len(counting)}
+                 "not_counting": len(mine) - len(counting),
+                 "failed": len(counting) - len(ratios)}
         if ratios:
             entry["median_abs_error"] = statistics.median(abs(r - 1) for r in ratios.values())
             worst = max(ratios, key=lambda n: max(ratios[n], 1 / ratios[n]))
@@ -86,7 +88,9 @@ def goal_lines(s: dict) -> list[str]:
     for kind, e in s["kinds"].items():
         goal = GOALS.get(kind)
         median = e.get("median_abs_error")
-        text = (f"{kind}: {e['counting']} counting anchors, {e['not_counting']} printed only"
+        failed = f" ({e['failed']} failed to run)" if e["failed"] else ""
+        text = (f"{kind}: {e['counting']} counting anchors{failed}, {e['not_counting']} "
+                "printed only"
                 + (f"; median |error| {median:.1%}" if median is not None else ""))
         if goal:
             low, high = goal["band"]

@@ -17,6 +17,7 @@
 #include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
@@ -251,7 +252,8 @@ class UnboxedRun {
     size_t i = 0;
     while (inputs_[i].unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) ++i;
     if (!views_[i].defined()) {
-      views_[i] = host_view(t);
+      if (inference_mode_ < 0) inference_mode_ = c10::InferenceMode::is_enabled();
+      views_[i] = host_view(t, /*resizable=*/false, inference_mode_ > 0);
       aliases_[i] = views_[i].storage().unsafeGetStorageImpl();
     }
     return views_[i];
@@ -266,6 +268,7 @@ class UnboxedRun {
   size_t optional_count_ = 0;
   uint64_t input_bytes_ = 0;
   c10::DeviceIndex device_ = -1;
+  int8_t inference_mode_ = -1;  // InferenceMode::is_enabled(), asked at the first view
 };
 
 // Charges the op to the current stream's clock and counts it (as run_on_host does).

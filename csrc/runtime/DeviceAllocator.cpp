@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -56,6 +57,8 @@ void update(StatArray& stats, size_t size, int64_t delta) {
 
 // Everything the allocator keeps for one device. Guarded by the allocator's lock.
 struct DeviceCache {
+  // The device, looked up at its first allocation (read without the lock).
+  std::atomic<trnsim::Device*> device{nullptr};
   FreeBlocks free_blocks;
   DeviceStats stats;
   // set_per_process_memory_fraction: the most this process may reserve (SIZE_MAX: no limit).
@@ -201,15 +204,19 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
 
 c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
   const c10::Device dev(kNeuron, index);
-  // Checks the device index (and refuses a forked child), so system().device() may skip that.
+  // Checks the device index (and refuses a forked child), so the cache may skip that.
   trnsim::Queue& queue = current_queue(index);
-  // A failed device allocates nothing.
-  trnsim::Device& dev_state = system().device(index);
-  simulator_call([&] { dev_state.health().check(index); });
-  if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
-  const size_t size = round_size(nbytes);
   auto& st = state();
   auto& cache = st.caches[index];
+  trnsim::Device* dev_state = cache.device.load(std::memory_order_acquire);
+  if (dev_state == nullptr) {
+    dev_state = &system().device(index);
+    cache.device.store(dev_state, std::memory_order_release);
+  }
+  // A failed device allocates nothing.
+  simulator_call([&] { dev_state->health().check(index); });
+  if (nbytes == 0) return {nullptr, nullptr, &free_block, dev};
+  const size_t size = round_size(nbytes);
   Block* block = nullptr;
   {
     std::lock_guard<trnsim::SpinLock> lock(st.mutex);
@@ -218,7 +225,7 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
       block = it->second;
       block->free_node = cache.free_blocks.extract(it);
     } else {
-      auto& hbm = dev_state.hbm();
+      auto& hbm = dev_state->hbm();
       void* ptr = cache.try_reserve(hbm, size);
       if (ptr == nullptr) {
         // Give the cache back to HBM and try once more before failing.

@@ -49,14 +49,14 @@ bool same_sizes_and_strides(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // A spare view re-dressed as a view of `tensor`, or an undefined tensor when there is none.
-at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable) {
+at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable, bool inference_mode) {
   // A view made in another inference mode has other dispatch keys than a new one would.
   auto& spares = spare_views();
   while (!spares.empty()) {
     at::Tensor view = std::move(spares.back());
     spares.pop_back();
     auto* impl = view.unsafeGetTensorImpl();
-    if (impl->is_inference() != c10::InferenceMode::is_enabled()) continue;
+    if (impl->is_inference() != inference_mode) continue;
     const c10::Storage& storage = tensor.storage();
     c10::StorageImpl* alias = impl->storage().unsafeGetStorageImpl();
     // The same tensor as last time (an op repeated in a loop) leaves most of this unchanged.
@@ -95,8 +95,12 @@ bool is_fresh_cpu_tensor(const at::Tensor& t) {
 }  // namespace
 
 at::Tensor host_view(const at::Tensor& tensor, bool resizable) {
+  return host_view(tensor, resizable, c10::InferenceMode::is_enabled());
+}
+
+at::Tensor host_view(const at::Tensor& tensor, bool resizable, bool inference_mode) {
   if (!tensor.defined() || tensor.device().type() != kNeuron) return tensor;
-  at::Tensor view = reuse_spare_view(tensor, resizable);
+  at::Tensor view = reuse_spare_view(tensor, resizable, inference_mode);
   if (view.defined()) return view;
   const c10::Storage& storage = tensor.storage();
   c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(), alias_data(storage),

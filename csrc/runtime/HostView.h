@@ -19,6 +19,9 @@ inline bool on_neuron(const at::Tensor& t) {
 // A `resizable` view may be resized by a CPU kernel: its storage then grows through the CPU
 // allocator (which allocates in HBM inside an AllocateOnDevice scope, Note [Host execution]).
 at::Tensor host_view(const at::Tensor& tensor, bool resizable = false);
+// The same for a caller that makes several views in one op and asked
+// c10::InferenceMode::is_enabled() once (a library call reading a thread-local).
+at::Tensor host_view(const at::Tensor& tensor, bool resizable, bool inference_mode);
 
 // Hands a view made by host_view back once the caller is done with it, so that a later
 // host_view on this thread can reuse it (Note [Recycled host views]). Views that something

@@ -15,8 +15,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <trnsim/work.h>
+
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 
@@ -92,7 +95,16 @@ class OpTimeMemo {
 
 // A number for a new typed op's memo slot (once per op, at its first call).
 size_t new_op_time_slot();
-// This thread's memo of the op numbered `slot`.
-OpTimeMemo& op_time_memo(size_t slot);
+
+struct OpTimeMemosTag;
+// Grows this thread's memos to hold `slot`; returns its memo.
+OpTimeMemo& grow_op_time_memos(size_t slot);
+
+// This thread's memo of the op numbered `slot` (inline: asked by every typed op).
+inline OpTimeMemo& op_time_memo(size_t slot) {
+  auto& memos = per_thread<std::vector<OpTimeMemo>, OpTimeMemosTag>();
+  if (__builtin_expect(slot < memos.size(), 1)) return memos[slot];
+  return grow_op_time_memos(slot);
+}
 
 }  // namespace torch_neuron

@@ -280,7 +280,10 @@ void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs
   uint64_t bytes = run.input_bytes();
   for (const at::Tensor* out : {&outputs...}) {
     if (!out->defined()) continue;
-    if (info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, *out);
+    // (Only int64 results can overflow int32: other dtypes skip the call.)
+    if (info.op_class != OpClass::GpSimd && out->scalar_type() == at::kLong) {
+      warn_if_int64_overflows(info.name, *out);
+    }
     bytes += nbytes(*out);
     if (!largest->defined() || out->numel() > largest->numel()) largest = out;
   }

@@ -4,8 +4,9 @@ Simulated HBM is host memory (Note [Host execution]), so the C++ kernels Inducto
 the CPU run unchanged on neuron tensors' data pointers. This package registers that code
 generator for the device "neuron" (register_backend_for_device, as PyTorch's OpenReg reference
 backend does), with three additions:
-  - every generated kernel is charged on the current neuron stream as one launch
-    (Note [Fused kernel cost] in scheduling.py);
+  - every generated kernel is charged on the current neuron stream, and the whole graph runs
+    as one launch scheduled on the core's engines (Note [Fused kernel cost] in scheduling.py,
+    Note [Compiled graph schedule]);
   - the wrapper calls those kernels as CPU functions (wrapper.py);
   - the few Inductor decisions keyed on device.type == "cpu" that must hold for neuron too are
     patched, each in patches.py with the reason and a test.

@@ -3,8 +3,9 @@
 Dynamo captures the graph, AOTAutograd splits forward and backward, and TorchInductor compiles
 each with its C++ code generator registered for the neuron device (torch_neuron.compile):
 elementwise work and reductions are fused into generated kernels that run on neuron memory and
-are charged as one launch each (Note [Fused kernel cost]); matmuls, convolutions, attention
-and ops Inductor does not generate stay neuron ops, charged as in eager mode. Plain
+are charged by their loops (Note [Fused kernel cost]); matmuls, convolutions, attention
+and ops Inductor does not generate stay neuron ops. The whole graph is one launch scheduled on
+the core's engines (Note [Compiled graph schedule]). Plain
 torch.compile(model) (Inductor, the default backend) compiles the same way on neuron tensors;
 backend="neuron" adds TorchNeuron's contract below. options={"neuron.codegen": "eager"} runs
 the captured ATen graphs op by op instead (for debugging a compiled program).

@@ -15,8 +15,8 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
     one with an indirect (indexed) load or store on GpSimdE; any other on VectorE,
     tensor-tensor when it reads two buffers;
   - the launch overhead once: alone, the kernel would take launch + max(engines, HBM), never
-    below the roofline of what it still reads and writes. The sizes are expressions of the graph's symbolic sizes, so a
-dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
+    below the roofline of what it still reads and writes.
+The sizes are expressions of the graph's symbolic sizes, so a dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
 runs right after the kernel: _charge_kernel(device, name, bytes, [(engine, elements, two
 inputs) per loop], 16-bit, fused ATen ops, [buffers read], [buffers written]). Inside the
 compiled graph's region (Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h), which is

@@ -4,7 +4,11 @@ Note [Fused kernel cost]
 A kernel Inductor generates is charged on the current neuron stream, costed with the same
 engine rules as eager ops (trnsim's cost model) but with what fusion changes:
   - HBM traffic is the kernel's argument buffers only (inputs and outputs once, buffers
-    updated in place twice): the intermediates it fused away stay on chip;
+    updated in place twice): the intermediates it fused away stay on chip. A buffer the
+    kernel reaches only through an indirect (indexed) load or store, such as an embedding
+    table read by a gather, moves only the elements the loop touches (one per iteration of
+    each such access, at most the buffer), as the eager gather is charged for the rows it
+    reads (trnsim's Gather work): the DMA fetches the indexed rows, not the table;
   - engine work is one streaming loop per loop nest (Inductor's SchedulerNode: one pointwise
     or reduction loop over its iteration space), described in trnsim's vocabulary (Note
     [Work descriptions] in trnsim/work.h) and costed by trnsim like an eager elementwise op
@@ -27,6 +31,7 @@ its buffers give its dependencies, and the graph pays the launch overhead once.
 import sympy
 from torch._inductor.codegen.common import InplacedBuffer
 from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.dependencies import MemoryDep
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
 
@@ -50,6 +55,25 @@ def _buffer_bytes(name: str):
     return V.graph.get_numel(name) * V.graph.get_dtype(name).itemsize
 
 
+def _moved_bytes(name: str, nodes) -> sympy.Expr:
+    """The bytes of buffer `name` a kernel of `nodes` moves (Note [Fused kernel cost]): the
+    whole buffer, unless every access to it is indirect; then one element per iteration of
+    each access, at most the whole buffer."""
+    whole = _buffer_bytes(name)
+    touched = []
+    for node in nodes:
+        rw = node.read_writes
+        for dep in [*rw.reads, *rw.writes]:
+            if dep.name != name:
+                continue
+            if not (isinstance(dep, MemoryDep) and dep.is_indirect()):
+                return whole
+            touched.append(sympy_product(dep.size))
+    if not touched:
+        return whole
+    return sympy.Min(whole, sympy.Add(*touched) * V.graph.get_dtype(name).itemsize)
+
+
 def _engine(node) -> str:
     """The engine of one loop nest (Note [Fused kernel cost])."""
     counts = node._body.op_counts
@@ -65,12 +89,13 @@ class KernelWork:
 
     def __init__(self, group):
         args = group.args
-        terms = [_buffer_bytes(n) for n in args.input_buffers]
-        terms += [_buffer_bytes(n) for n, v in args.output_buffers.items()
+        nodes = group.scheduled_nodes
+        terms = [_moved_bytes(n, nodes) for n in args.input_buffers]
+        terms += [_moved_bytes(n, nodes) for n, v in args.output_buffers.items()
                   if isinstance(v, str)]
         inplaced = {id(v): v for v in args.inplace_buffers.values()
                     if isinstance(v, InplacedBuffer)}
-        terms += [2 * _buffer_bytes(v.other_names[-1]) for v in inplaced.values()]
+        terms += [2 * _moved_bytes(v.other_names[-1], nodes) for v in inplaced.values()]
         self.bytes = sympy.Add(*terms) if terms else sympy.Integer(0)
         # The wrapper's names of its argument buffers, as its call passes them (KernelArgs.
         # python_argdefs): in-place ones by their last name (Note [Compiled graph schedule]).

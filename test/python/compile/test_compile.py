@@ -245,6 +245,24 @@ def test_one_fused_kernel_is_charged_by_the_formula():
     assert kernel["duration_ns"] == pytest.approx(1500 + max(vector_ns, hbm_ns), rel=1e-9)
 
 
+def test_a_fused_gather_moves_the_rows_it_reads_not_the_table():
+    """An embedding lookup fused with an add, [64] ids into a [100000, 256] float32 table: the
+    kernel reads the 64 indexed rows (64 x 256 x 4 bytes, not the table's 100 MB), the int64
+    ids and the [64, 256] addend, and writes the [64, 256] result, as the eager gather is
+    charged for the rows it reads (Note [Fused kernel cost])."""
+    table = torch.empty(100_000, 256, device="neuron")
+    ids = torch.zeros(64, dtype=torch.long, device="neuron")
+    bias = torch.empty(64, 256, device="neuron")
+    f = torch.compile(lambda ids, bias: torch.nn.functional.embedding(ids, table) + bias,
+                      backend="neuron")
+    with torch_neuron.predict_only():
+        f(ids, bias)
+        with profiler.profile() as prof:
+            f(ids, bias)
+    (graph,) = [r for r in prof.records if r["name"].startswith("compiled graph")]
+    assert graph["bytes"] == 64 * 256 * 4 + 64 * 8 + 2 * 64 * 256 * 4
+
+
 # -- dynamic shapes -------------------------------------------------------------------------------
 
 

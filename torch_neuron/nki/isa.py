@@ -84,6 +84,20 @@ _ENGINE_NAMES = {engine.tensor: "TensorE", engine.vector: "VectorE", engine.scal
 
 # -- shared checks -------------------------------------------------------------------------------
 
+# Note [Predict-only instructions]
+# A kernel called on neuron tensors with execution off (torch_neuron.set_execute(False)) runs
+# every instruction's checks (shapes, partitions, tile sizes, memory spaces, dtypes, PSUM banks,
+# SBUF/PSUM capacity at allocation, reads of memory never written, the matmul accumulation
+# rule) and appends the same record as an executed run, so trnsim schedules the same program
+# and charges the same time (test_nki_predict_only.py checks record for record). What it skips
+# is the arithmetic: each instruction hands `_Instruction.write` a thunk computing its values,
+# which predict-only never calls (the destination is only marked written); `f32` returns a
+# zero-copy broadcast instead of converting the operand, and new tensors are not filled with
+# NaN. What stays is bookkeeping whose cost does not grow with the math: the written masks
+# (the uninitialized-read rule and `accumulate=None` need them) and the records. NKI control
+# flow never depends on tensor values (loops and indices are static), which is what makes
+# this exact; values the engines produce (the outputs) are unspecified.
+
 class _Instruction:
     """The instruction being executed: its name, source line and operands, for errors and the
     record."""
@@ -93,6 +107,9 @@ class _Instruction:
         self.source = kernel_source_line()
         self.run = current_run(f"nisa.{name}")
         self.target = self.run.target
+        # Predict-only (Note [Predict-only instructions]): every check and the record, no
+        # arithmetic.
+        self.compute = not self.run.predict_only
         self.operands: list[tuple[str, NkiTensor]] = []
         self.reads: list[NkiTensor] = []
         self.writes: list[NkiTensor] = []
@@ -104,15 +121,16 @@ class _Instruction:
         if not isinstance(t, NkiTensor):
             raise self.error(ShapeError, f"{role} must be an NkiTensor (nl.ndarray), got "
                                          f"{type(t).__name__}")
-        if on_chip and not t.on_chip:
+        storage = t._storage
+        if on_chip and not storage.on_chip:
             raise self.error(MemorySpaceError,
                              f"{role} {t!r} is in HBM; compute engines read and write only "
                              f"SBUF and PSUM: dma_copy it into an nl.sbuf tile first")
-        if spaces and t.buffer.value not in spaces:
+        if spaces and storage.buffer.value not in spaces:
             raise self.error(MemorySpaceError,
                              f"{role} {t!r} is in {t.buffer.space}; {self.name} needs it in "
                              f"{' or '.join(spaces)}")
-        if t.on_chip and t.shape[0] > self.target.partitions:
+        if storage.on_chip and t._data.shape[0] > self.target.partitions:
             raise self.error(PartitionLimitError, f"{role} {t!r} spans {t.shape[0]} partitions "
                                                   f"(max {self.target.partitions})")
         self.operands.append((role, t))
@@ -120,14 +138,20 @@ class _Instruction:
         return t
 
     def values(self, t: NkiTensor, role: str) -> np.ndarray:
+        """The view's values (checked written). Predict-only: the stand-in array, which the
+        instruction only computes with inside the thunk it gives `write`."""
         try:
             return t.read()
         except UninitializedReadError as e:
             raise self.error(UninitializedReadError, f"{role}: {e.detail}") from None
 
     def f32(self, t: NkiTensor, role: str) -> np.ndarray:
-        """Values as the engines see them: cast to float32, laid out [partitions, free]."""
-        return self.values(t, role).astype(np.float32).reshape(self.pf(t))
+        """Values as the engines see them: cast to float32, laid out [partitions, free].
+        Predict-only: a zero-copy broadcast of 0 of that shape (nothing is computed)."""
+        values = self.values(t, role)
+        if not self.compute:
+            return np.broadcast_to(np.float32(0), self.pf(t))
+        return values.astype(np.float32).reshape(self.pf(t))
 
     @staticmethod
     def pf(t: NkiTensor) -> tuple[int, int]:
@@ -201,13 +225,20 @@ class _Instruction:
         raise self.error(ShapeError, f"{role}={value!r} must be a scalar or an NkiTensor")
 
     def write(self, t: NkiTensor, values) -> None:
+        """Writes `values` into t; `values` may be a thunk computing them, which predict-only
+        never calls (t is only marked written)."""
+        if not self.compute:
+            t.mark_written()
+            return
+        if callable(values):
+            values = values()
         t.write(np.asarray(values).reshape(t.shape))
 
     def record(self, eng: str, **attrs) -> None:
         run = self.run
         queue = run.next_dma_queue() if eng == "DMA" else None
-        operands = tuple(Operand(role, t.shape, t.dtype, t.buffer.space, t.partitions,
-                                 t.free_size) for role, t in self.operands)
+        operands = tuple(Operand(role, t._data.shape, t._storage.dt.name, t._storage.space,
+                                 t.partitions, t.free_size) for role, t in self.operands)
         run.records.append(InstructionRecord(
             len(run.records), eng, self.name, operands,
             tuple(t.region() for t in self.reads), tuple(t.region() for t in self.writes),
@@ -215,12 +246,13 @@ class _Instruction:
             tuple((k, v.name if isinstance(v, enum.Enum) else v) for k, v in attrs.items())))
 
 
-def _copy_values(ins: _Instruction, src: NkiTensor, dst: NkiTensor) -> np.ndarray:
-    """Same dtype: a bit-exact copy; else through float32 (dma_copy and tensor_copy docs)."""
+def _copy_values(ins: _Instruction, src: NkiTensor, dst: NkiTensor):
+    """A thunk of the copied values. Same dtype: a bit-exact copy; else through float32
+    (dma_copy and tensor_copy docs)."""
     values = ins.values(src, "src")
     if src.dtype == dst.dtype:
-        return values
-    return values.astype(np.float32)
+        return lambda: values
+    return lambda: values.astype(np.float32)
 
 
 # -- data movement -------------------------------------------------------------------------------
@@ -235,7 +267,8 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     if dst.size != src.size:
         raise ins.error(ShapeError, f"src {src.shape} has {src.size} elements, dst {dst.shape} "
                                     f"has {dst.size}: they must match")
-    ins.write(dst, _copy_values(ins, src, dst).reshape(dst.shape))
+    values = _copy_values(ins, src, dst)
+    ins.write(dst, lambda: values().reshape(dst.shape))
     # Descriptor size: the longest run contiguous on both sides (the DMA cost depends on it,
     # nki/deep-dives/nki-dma-bandwidth-guide.rst).
     nbytes = dst.size * dst.dt.itemsize
@@ -263,7 +296,7 @@ def memset(dst, value, engine=engine.unknown, name=None):
     ins.tile(dst, "dst", read=False)
     eng = ins.engine(engine, ("VectorE", "GpSimdE"), "VectorE")
     ins.no_psum_on_gpsimd(eng)
-    ins.write(dst, np.full(dst.shape, value))
+    ins.write(dst, lambda: np.full(dst.shape, value))
     ins.record(eng, zero=bool(value == 0))
 
 
@@ -363,9 +396,8 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 
     # compute: dst = stationary.T @ moving, accumulated in float32 ("Accumulation mode")
     # double_row pairs the first free dim with the partitions: contraction over both
-    st = ins.values(stationary, "stationary").astype(np.float32).reshape(-1, M)
-    mv = ins.values(moving, "moving").astype(np.float32).reshape(-1, N)
-    product = st.T @ mv
+    st = ins.values(stationary, "stationary")
+    mv = ins.values(moving, "moving")
     written = dst._written.reshape(M, N) if dst._written.flags.c_contiguous else \
         np.ascontiguousarray(dst._written).reshape(M, N)
     if accumulate is None:
@@ -390,8 +422,14 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
                             f"{dst!r} last written by a non-matmul instruction (memset, "
                             f"tensor_copy, ...): undefined on {t.core}; start the accumulation "
                             f"with a matmul (accumulate=False) instead of zeroing PSUM")
-    previous = np.where(acc, dst._data.reshape(M, N).astype(np.float32), np.float32(0))
-    ins.write(dst, previous + product)
+
+    def result():
+        product = st.astype(np.float32).reshape(-1, M).T @ mv.astype(np.float32).reshape(-1, N)
+        if not acc.any():
+            return product
+        return np.where(acc, dst._data.reshape(M, N).astype(np.float32), np.float32(0)) + product
+
+    ins.write(dst, result)
     dst.matmul_mask()[...] = True
     ins.record("TensorE", perf_mode=perf, is_transpose=bool(is_transpose),
                accumulate=bool(acc.any()), is_stationary_onezero=bool(is_stationary_onezero),
@@ -423,7 +461,8 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
     if ins.pf(dst) != (F, P):
         raise ins.error(ShapeError, f"dst {dst.shape} must be [{F}, {P}] for data "
                                     f"{data.shape}")
-    ins.write(dst, ins.values(data, "data").reshape(P, F).T)
+    x = ins.values(data, "data")
+    ins.write(dst, lambda: x.reshape(P, F).T)
     ins.record(eng)
 
 
@@ -445,11 +484,11 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     eng = ins.engine(engine, ("VectorE", "GpSimdE"), default)
     ins.no_psum_on_gpsimd(eng)
     if op.bitvec or ints32:
-        a = ins.values(data1, "data1").reshape(ins.pf(data1))
-        b = ins.values(data2, "data2").reshape(ins.pf(data2))
+        a, b = ins.values(data1, "data1"), ins.values(data2, "data2")
+        ins.write(dst, lambda: apply(op, a.reshape(ins.pf(data1)), b.reshape(ins.pf(data2))))
     else:
         a, b = ins.f32(data1, "data1"), ins.f32(data2, "data2")
-    ins.write(dst, apply(op, a, b))
+        ins.write(dst, lambda: apply(op, a, b))
     ins.record(eng, op=op.name)
 
 
@@ -482,23 +521,32 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     ins.no_psum_on_gpsimd(eng)
     P = data.shape[0]
 
-    def step(x, op, operand, reverse, role):
+    def operand(op, value, role):
         if op.arity == 1:
-            if operand not in (None, 0, 0.0):
+            if value not in (None, 0, 0.0):
                 raise ins.error(NkiValidationError, f"{role} must be None or 0 for the unary "
                                                     f"operator nl.{op.name}")
-            return apply(op, x)
-        v = ins.scalar_or_vector(operand, role, P, float32=not op.bitvec)
-        if op.bitvec:
-            v = np.asarray(v).astype(x.dtype)
-        return apply(op, v, x) if reverse else apply(op, x, v)
+            return None
+        return ins.scalar_or_vector(value, role, P, float32=not op.bitvec)
 
+    steps = [(op0, operand(op0, operand0, "operand0"), reverse0)]
+    if op1 is not None:
+        steps.append((op1, operand(op1, operand1, "operand1"), reverse1))
     x = (ins.values(data, "data").reshape(ins.pf(data)) if op0.bitvec
          else ins.f32(data, "data"))
-    x = step(x, op0, operand0, reverse0, "operand0")
-    if op1 is not None:
-        x = step(x, op1, operand1, reverse1, "operand1")
-    ins.write(dst, x)
+
+    def result():
+        y = x
+        for op, v, reverse in steps:
+            if op.arity == 1:
+                y = apply(op, y)
+                continue
+            if op.bitvec:
+                v = np.asarray(v).astype(y.dtype)
+            y = apply(op, v, y) if reverse else apply(op, y, v)
+        return y
+
+    ins.write(dst, result)
     ins.record(eng, op0=op0.name, op1=op1.name if op1 else None)
 
 
@@ -532,9 +580,13 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     if negate and op.bitvec:
         raise ins.error(NkiValidationError, "negate applies to arithmetic reductions only")
     x = ins.values(data, "data")
-    x = x if op.bitvec else x.astype(np.float32)
-    out = _reduce(op, x.reshape(kept + (-1,)), -1)
-    ins.write(dst, -out if negate else out)
+
+    def result():
+        y = x if op.bitvec else x.astype(np.float32)
+        out = _reduce(op, y.reshape(kept + (-1,)), -1)
+        return -out if negate else out
+
+    ins.write(dst, result)
     ins.record("VectorE", op=op.name, negate=bool(negate))
 
 
@@ -551,11 +603,13 @@ def tensor_partition_reduce(dst, op, data, name=None):
                                     f"{data.free_size} elements")
     ins.bitvec_ints(op, dst, data)
     x = ins.values(data, "data").reshape(ins.pf(data))
-    if op.name == "average":
-        out = x.astype(np.float32).mean(axis=0, dtype=np.float32)
-    else:
-        out = op.fn.reduce(x if op.bitvec else x.astype(np.float32), axis=0)
-    ins.write(dst, out)
+
+    def result():
+        if op.name == "average":
+            return x.astype(np.float32).mean(axis=0, dtype=np.float32)
+        return op.fn.reduce(x if op.bitvec else x.astype(np.float32), axis=0)
+
+    ins.write(dst, result)
     ins.record("GpSimdE", op=op.name)
 
 
@@ -578,7 +632,8 @@ def _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
         if isinstance(bias, NkiTensor) and bias.dtype == "tfloat32":
             raise ins.error(DtypeError, "bias cannot be tfloat32")
         b = ins.scalar_or_vector(bias, "bias", P)
-    y = apply(op, ins.f32(data, "data") * s + b).astype(np.float32)
+    x = ins.f32(data, "data")
+    y = apply(op, x * s + b).astype(np.float32) if ins.compute else None
     regs = ins.run.__dict__.setdefault("_act_regs", {})
     key = ins.run.program_id
     if reduce_op is not None:
@@ -592,7 +647,8 @@ def _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
         if key not in regs:
             raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Scalar Engine "
                                                     "registers never reset; use reset_reduce")
-        regs[key][:P] += y.sum(axis=1, dtype=np.float32)
+        if ins.compute:
+            regs[key][:P] += y.sum(axis=1, dtype=np.float32)
     if reduce_res is not None:
         ins.tile(reduce_res, "reduce_res", read=False)
         if reduce_res.shape[0] != P or reduce_res.free_size != 1:
@@ -639,7 +695,8 @@ def _affine_values(ins, dst, pattern, offset, channel_multiplier) -> np.ndarray:
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     ins = _Instruction("iota")
     ins.tile(dst, "dst", spaces=("sbuf",), read=False)
-    ins.write(dst, _affine_values(ins, dst, pattern, offset, channel_multiplier))
+    values = _affine_values(ins, dst, pattern, offset, channel_multiplier)
+    ins.write(dst, values)
     ins.record("GpSimdE")
 
 
@@ -651,11 +708,16 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     ins.same_layout(dst, "dst", on_true_tile, "on_true_tile")
     cmp = ins.operator(cmp_op, "cmp_op", kinds=("arith",))
     affine = _affine_values(ins, dst, pattern, offset, channel_multiplier)
-    predicate = apply(cmp, affine.astype(np.float32), np.float32(0)) != 0
-    src = ins.values(on_true_tile, "on_true_tile").reshape(ins.pf(dst))
-    if on_true_tile.dtype != dst.dtype:
-        src = src.astype(np.float32)
-    ins.write(dst, np.where(predicate, src, np.float32(on_false_value)))
+    src = ins.values(on_true_tile, "on_true_tile")
+
+    def result():
+        predicate = apply(cmp, affine.astype(np.float32), np.float32(0)) != 0
+        x = src.reshape(ins.pf(dst))
+        if on_true_tile.dtype != dst.dtype:
+            x = x.astype(np.float32)
+        return np.where(predicate, x, np.float32(on_false_value))
+
+    ins.write(dst, result)
     ins.record("GpSimdE", cmp_op=cmp.name)
 
 
@@ -671,15 +733,19 @@ def bn_stats(dst, data, name=None):
                                        f"slice and aggregate with bn_aggr")
     if dst.shape[0] != P or dst.free_size != 6:
         raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 6)")
-    x = ins.f32(data, "data").astype(np.float64)
-    out = np.zeros((P, 6))
-    for j, part in enumerate((x[:, 0::2], x[:, 1::2])):
-        n = part.shape[1]
-        if n:
-            mean = part.mean(axis=1)
-            out[:, 3 * j:3 * j + 3] = np.stack(
-                [np.full(P, n), mean, ((part - mean[:, None]) ** 2).sum(axis=1)], axis=1)
-    ins.write(dst, out.astype(np.float32))
+    x = ins.f32(data, "data")
+
+    def result():
+        out = np.zeros((P, 6))
+        for j, part in enumerate((x[:, 0::2].astype(np.float64), x[:, 1::2].astype(np.float64))):
+            n = part.shape[1]
+            if n:
+                mean = part.mean(axis=1)
+                out[:, 3 * j:3 * j + 3] = np.stack(
+                    [np.full(P, n), mean, ((part - mean[:, None]) ** 2).sum(axis=1)], axis=1)
+        return out.astype(np.float32)
+
+    ins.write(dst, result)
     ins.record("VectorE")
 
 
@@ -693,13 +759,18 @@ def bn_aggr(dst, data, name=None):
                                     f"(count, mean, variance*count) triples, a multiple of 3")
     if dst.shape[0] != P or dst.free_size != 2:
         raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 2)")
-    t = ins.f32(data, "data").astype(np.float64).reshape(P, F // 3, 3)
-    count, mean, m2 = t[..., 0], t[..., 1], t[..., 2]
-    total = count.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mu = (count * mean).sum(axis=1) / total
-        var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / total
-    ins.write(dst, np.stack([mu, var], axis=1).astype(np.float32))
+    x = ins.f32(data, "data")
+
+    def result():
+        t = x.astype(np.float64).reshape(P, F // 3, 3)
+        count, mean, m2 = t[..., 0], t[..., 1], t[..., 2]
+        total = count.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu = (count * mean).sum(axis=1) / total
+            var = (m2 + count * (mean - mu[:, None]) ** 2).sum(axis=1) / total
+        return np.stack([mu, var], axis=1).astype(np.float32)
+
+    ins.write(dst, result)
     ins.record("VectorE")
 
 
@@ -727,10 +798,14 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None,
     if op.name != "maximum":
         raise ins.error(NkiValidationError, "select_reduce reduces with nl.maximum only")
     P = on_true.shape[0]
-    pred = ins.values(predicate, "predicate").reshape(ins.pf(predicate)) != 0
-    pred = ~pred if reverse_pred else pred
+    pred = ins.values(predicate, "predicate")
     false_values = ins.scalar_or_vector(on_false, "on_false", P)
-    result = np.where(pred, ins.f32(on_true, "on_true"), false_values).astype(np.float32)
+    true_values = ins.f32(on_true, "on_true")
+    result = None
+    if ins.compute:
+        pred = pred.reshape(ins.pf(predicate)) != 0
+        pred = ~pred if reverse_pred else pred
+        result = np.where(pred, true_values, false_values).astype(np.float32)
     regs = _vector_regs(ins.run)
     key = ins.run.program_id
     if reduce_cmd is reduce_cmd.reset_reduce:
@@ -739,7 +814,8 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None,
         if key not in regs:
             raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Vector Engine "
                                                     "accumulators never reset; use reset_reduce")
-        regs[key][:P] = np.maximum(regs[key][:P], result.max(axis=1))
+        if ins.compute:
+            regs[key][:P] = np.maximum(regs[key][:P], result.max(axis=1))
     if reduce_res is not None:
         ins.tile(reduce_res, "reduce_res", read=False)
         if not reduce_res.dt.is_float or reduce_res.shape[0] != P or reduce_res.free_size != 1:
@@ -767,13 +843,18 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     op1 = ins.operator(op1, "op1", kinds=("arith",))
     P, F = ins.pf(data0)
     a, b = ins.f32(data0, "data0"), ins.f32(data1, "data1")
-    state = np.broadcast_to(ins.scalar_or_vector(initial, "initial", P), (P, 1))[:, 0]
-    out = np.empty((P, F), np.float32)
-    for i in range(F):
-        t = apply(op0, state, a[:, i]) if reverse0 else apply(op0, a[:, i], state)
-        state = apply(op1, b[:, i], t) if reverse1 else apply(op1, t, b[:, i])
-        out[:, i] = state
-    ins.write(dst, out)
+    initial = ins.scalar_or_vector(initial, "initial", P)
+
+    def result():
+        state = np.broadcast_to(initial, (P, 1))[:, 0]
+        out = np.empty((P, F), np.float32)
+        for i in range(F):
+            t = apply(op0, state, a[:, i]) if reverse0 else apply(op0, a[:, i], state)
+            state = apply(op1, b[:, i], t) if reverse1 else apply(op1, t, b[:, i])
+            out[:, i] = state
+        return out
+
+    ins.write(dst, result)
     ins.record("VectorE", op0=op0.name, op1=op1.name)
 
 
@@ -791,16 +872,22 @@ def dropout(dst, data, prob, name=None):
     p = np.broadcast_to(ins.scalar_or_vector(prob, "prob", P), (P, 1))
     if np.any((p < 0) | (p > 1)):
         raise ins.error(NkiValidationError, f"drop probability {prob} must be in [0, 1]")
-    rng = ins.run.__dict__.get("_rng")
-    if rng is None:
-        import torch
+    x = ins.values(data, "data")
 
-        # Seeded from torch's default generator: torch.manual_seed makes kernels reproducible.
-        rng = ins.run._rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,)).item()))
-    keep = rng.random((P, F)) >= p
-    x = ins.values(data, "data").reshape(P, F)
-    # The ISA page says kept elements keep "their original values" (no 1/(1-p) scaling).
-    ins.write(dst, np.where(keep, x, np.zeros((), x.dtype)))
+    def result():
+        rng = ins.run.__dict__.get("_rng")
+        if rng is None:
+            import torch
+
+            # Seeded from torch's default generator: torch.manual_seed makes kernels
+            # reproducible.
+            rng = ins.run._rng = np.random.default_rng(
+                int(torch.randint(0, 2**62, (1,)).item()))
+        keep = rng.random((P, F)) >= p
+        # The ISA page says kept elements keep "their original values" (no 1/(1-p) scaling).
+        return np.where(keep, x.reshape(P, F), np.zeros((), x.dtype))
+
+    ins.write(dst, result)
     ins.record("VectorE")
 
 
@@ -810,7 +897,8 @@ def reciprocal(dst, data, name=None):
     ins.tile(data, "data")
     ins.same_layout(dst, "dst", data, "data")
     with np.errstate(divide="ignore"):
-        ins.write(dst, np.float32(1) / ins.f32(data, "data"))
+        x = ins.f32(data, "data")
+        ins.write(dst, lambda: np.float32(1) / x)
     ins.record("VectorE")
 
 

@@ -220,7 +220,9 @@ def _charge(run: KernelRun, device, name: str) -> None:
     charged (the clocks are paused around them). In predict-only mode the kernel body runs on
     zeros standing in for the inputs (NKI control flow does not depend on tensor values: loops
     and indices are static), so the instructions and their schedule are those of a real run;
-    the outputs are left unspecified and the inputs unchanged, as every predict-only op does."""
+    the outputs are left unspecified and the inputs unchanged, as every predict-only op does.
+    The instructions check everything and record themselves but compute nothing (Note
+    [Predict-only instructions] in isa.py)."""
     from torch_neuron import _C
     from torch_neuron.nki.timing import schedule
 

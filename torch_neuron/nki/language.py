@@ -95,7 +95,11 @@ def _filled(shape, value, dtype, buffer, name):
     if t.on_chip:
         _isa.memset(dst=t, value=value)
     else:
-        t.write(np.full(t.shape, value))  # HBM initialised by the runtime: no instruction
+        # HBM initialised by the runtime: no instruction (predict-only: no values)
+        if _RUNS[-1].predict_only:
+            t.mark_written()
+        else:
+            t.write(np.full(t.shape, value))
     return t
 
 

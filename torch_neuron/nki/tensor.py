@@ -159,21 +159,30 @@ class Storage:
                  data: Optional[np.ndarray] = None):
         self.dt, self.buffer, self.name = dt, buffer, name
         self.shape = tuple(shape)
+        run = current_run("allocating a tensor")
         if data is None:
-            # AWS's simulator fills new tensors with NaN (floats) or 4 (integers)
-            # (nki/guides/nki_simulator.rst, "Uninitialized Memory Detection"); so do we, and
-            # reads of never-written elements are also flagged (KernelRun.uninitialized).
-            fill = np.nan if dt.is_float else 4
-            data = np.full(self.shape, fill, dtype=dt.storage)
+            if run.predict_only:
+                # No instruction computes (Note [Predict-only instructions]): the values are
+                # never read, so the pages are never touched.
+                data = np.empty(self.shape, dtype=dt.storage)
+            else:
+                # AWS's simulator fills new tensors with NaN (floats) or 4 (integers)
+                # (nki/guides/nki_simulator.rst, "Uninitialized Memory Detection"); so do we,
+                # and reads of never-written elements are also flagged
+                # (KernelRun.uninitialized).
+                data = np.full(self.shape, np.nan if dt.is_float else 4, dtype=dt.storage)
             self.written = np.zeros(self.shape, dtype=bool)
         else:
             self.written = np.ones(self.shape, dtype=bool)
         self.data = data
+        # Plain attributes for the per-instruction hot paths (item 6 of issue 27).
+        self.on_chip, self.space = buffer.on_chip, buffer.space
+        self.base_pointer = data.__array_interface__["data"][0]
+        self.per_partition = math.prod(self.shape[1:])
         self.modified = False
         # PSUM elements whose last write was a matmul (None until a matmul writes): what a
         # later matmul may accumulate onto (see nc_matmul, "Accumulation mode").
         self.matmul_written: Optional[np.ndarray] = None
-        run = current_run("allocating a tensor")
         self.id = run.new_buffer_id()
         self.address = 0
         if buffer.on_chip:
@@ -272,7 +281,7 @@ class NkiTensor:
 
     @property
     def on_chip(self) -> bool:
-        return self._storage.buffer.on_chip
+        return self._storage.on_chip
 
     def __repr__(self):
         return f"NkiTensor({self.name or '#%d' % self._storage.id}, shape={self.shape}, " \
@@ -473,11 +482,12 @@ class NkiTensor:
 
     @property
     def partitions(self) -> int:
-        return self.shape[0] if self.on_chip else 0
+        return self._data.shape[0] if self._storage.on_chip else 0
 
     @property
     def free_size(self) -> int:
-        return math.prod(self.shape[1:]) if self.on_chip else self.size
+        data = self._data
+        return math.prod(data.shape[1:]) if self._storage.on_chip else data.size
 
     def region(self) -> Region:
         """The bytes of the buffer this view covers (Note [Instruction records]); a view's
@@ -488,24 +498,33 @@ class NkiTensor:
         return cached
 
     def _compute_region(self) -> Region:
-        base = self._storage.data
-        item = base.itemsize
-        offset = (self._data.__array_interface__["data"][0]
-                  - base.__array_interface__["data"][0]) // item
-        strides = [s // item for s in self._data.strides]
-        size = self.dt.itemsize
-        if not self.on_chip:
-            lo = offset + sum(min(0, (n - 1) * s) for n, s in zip(self.shape, strides))
-            hi = offset + sum(max(0, (n - 1) * s) for n, s in zip(self.shape, strides)) + 1
-            return Region(self.buffer.space, self._storage.id, None, (lo * size, hi * size))
-        per_partition = math.prod(base.shape[1:])
-        p0, free0 = divmod(offset, per_partition)
-        p_last = p0 + (self.shape[0] - 1) * strides[0] // per_partition
-        lo = free0 + sum(min(0, (n - 1) * s) for n, s in zip(self.shape[1:], strides[1:]))
-        hi = free0 + sum(max(0, (n - 1) * s) for n, s in zip(self.shape[1:], strides[1:])) + 1
-        a = self._storage.address
-        return Region(self.buffer.space, self._storage.id, (p0, p_last + 1),
-                      (a + lo * size, a + hi * size))
+        storage, data = self._storage, self._data
+        item = data.itemsize
+        offset = (data.__array_interface__["data"][0] - storage.base_pointer) // item
+        shape, strides = data.shape, data.strides
+        size = storage.dt.itemsize
+        if not storage.on_chip:
+            lo = hi = offset
+            for n, stride in zip(shape, strides):
+                span = (n - 1) * (stride // item)
+                if span < 0:
+                    lo += span
+                else:
+                    hi += span
+            return Region(storage.space, storage.id, None, (lo * size, (hi + 1) * size))
+        per_partition = storage.per_partition
+        p0, lo = divmod(offset, per_partition)
+        hi = lo
+        p_last = p0 + (shape[0] - 1) * (strides[0] // item) // per_partition
+        for n, stride in zip(shape[1:], strides[1:]):
+            span = (n - 1) * (stride // item)
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        a = storage.address
+        return Region(storage.space, storage.id, (p0, p_last + 1),
+                      (a + lo * size, a + (hi + 1) * size))
 
     def contiguous_bytes(self) -> int:
         """Bytes of the longest contiguous run the view is made of (a DMA descriptor moves at
@@ -539,24 +558,35 @@ class NkiTensor:
 
     def write(self, values) -> None:
         """Stores `values` (rounded to this tensor's dtype) into the view."""
-        if not self._data.flags.writeable:
-            raise ShapeError(f"{self!r} is a broadcast view and cannot be written")
+        self.mark_written()
         values = np.asarray(values)
         if values.shape != self.shape:
             values = np.broadcast_to(values, self.shape)
         self._data[...] = dtypes.convert(values, self.dt)
+
+    def mark_written(self) -> None:
+        """What a write does besides storing values: the view's elements count as written
+        (and, in PSUM, as last written by a non-matmul instruction)."""
+        if not self._data.flags.writeable:
+            raise ShapeError(f"{self!r} is a broadcast view and cannot be written")
         self._written[...] = True
         self._storage.modified = True
         if self._storage.matmul_written is not None:
             self.matmul_mask()[...] = False
 
     def matmul_mask(self) -> np.ndarray:
-        """This view of its storage's matmul_written mask (created on first use)."""
+        """This view of its storage's matmul_written mask (created on first use; the view is
+        kept, as the region is)."""
+        mask = self.__dict__.get("_matmul_mask")
+        if mask is not None:
+            return mask
         storage = self._storage
         if storage.matmul_written is None:
             storage.matmul_written = np.zeros(storage.shape, dtype=bool)
         base = storage.written
         offset = (self._written.__array_interface__["data"][0]
                   - base.__array_interface__["data"][0])
-        return np.lib.stride_tricks.as_strided(storage.matmul_written.reshape(-1)[offset:],
-                                               self._written.shape, self._written.strides)
+        mask = self._matmul_mask = np.lib.stride_tricks.as_strided(
+            storage.matmul_written.reshape(-1)[offset:], self._written.shape,
+            self._written.strides)
+        return mask

@@ -156,3 +156,21 @@ def test_help_lists_the_options_without_running():
     for option in ("--json", "--sources", "--kind", "--eager", "--markdown", "--anchor"):
         assert option in out.stdout
     assert "peak bound" not in out.stdout  # the comparison did not run
+
+
+def test_inference_outputs_return_to_the_host_as_the_traced_model_returns_them():
+    """The encoder workloads time what neuronperf times, model(input) of a traced model, whose
+    outputs come back to the host: in predict-only mode the copy is still charged, a DMA over
+    the host link (trnsim transfer.h: 2 us setup, 25 GB/s, both assumptions), and execution is
+    off again after it. The end event's record takes its own time (_EVENT_RECORD_NS)."""
+    import torch
+
+    import torch_neuron
+    from torch_neuron.fidelity import workloads
+
+    with torch_neuron.predict_only():
+        logits = torch.empty(128, 50_000, device="neuron")
+        ms = workloads.timed_ms(lambda: workloads._to_host([logits]))
+        assert not torch_neuron._C._execute_enabled()
+    copy_ns = 2000 + 128 * 50_000 * 4 / 25.0
+    assert ms == pytest.approx((copy_ns + torch_neuron._C._EVENT_RECORD_NS) / 1e6, rel=1e-9)

@@ -124,6 +124,8 @@ def resolve(dtype) -> DType:
 def round_to(values: np.ndarray, dt: DType) -> np.ndarray:
     if not dt.narrow:
         return values
+    if dt.name == "bfloat16":
+        return _round_to_bfloat16(values)
     x = np.asarray(values, dtype=np.float64)
     mant, exp = np.frexp(x)  # x = mant * 2^exp, 0.5 <= |mant| < 1
     exp = np.maximum(exp - 1, dt.emin)
@@ -137,6 +139,22 @@ def round_to(values: np.ndarray, dt: DType) -> np.ndarray:
         if not dt.has_inf:
             out = np.where(np.isinf(x), np.nan, out)
     return out.astype(np.float32)
+
+
+def _round_to_bfloat16(values) -> np.ndarray:
+    """The same rounding for bfloat16, on the bits: bfloat16 is float32's top 16 bits (same
+    exponent range, so subnormals and overflow to inf need no special case), and adding
+    0x7FFF plus the kept part's lowest bit before truncating rounds to nearest, ties to
+    even. NaN keeps its payload's top bits (a truncation could turn it into inf)."""
+    x = np.ascontiguousarray(values, dtype=np.float32)
+    bits = x.view(np.uint32)
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) \
+        & np.uint32(0xFFFF0000)
+    out = rounded.view(np.float32)
+    nan = np.isnan(x)
+    if nan.any():
+        out = np.where(nan, x, out)
+    return out
 
 
 def convert(values: np.ndarray, dt: DType) -> np.ndarray:

@@ -1,0 +1,65 @@
+"""The example kernels of examples/nki/ (RMSNorm, softmax, fused attention, the LayerNorm
+tutorial's two versions) against PyTorch on the CPU, at small sizes with partial row tiles,
+and their profiles' shape (which engines they use)."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import torch_neuron.nki as nki
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples" / "nki"))
+import attention  # noqa: E402
+import layernorm  # noqa: E402
+import rmsnorm  # noqa: E402
+import softmax  # noqa: E402
+
+
+def test_rmsnorm_matches_torch():
+    torch.manual_seed(0)
+    x, gamma = torch.randn(200, 96), torch.randn(96)
+    p = nki.profile(rmsnorm.rmsnorm, x, gamma)
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma
+    torch.testing.assert_close(p.run.result, expected, rtol=1e-5, atol=1e-5)
+    assert p.instructions["ScalarE"] == 4 and p.instructions["TensorE"] == 0
+
+
+def test_softmax_matches_torch():
+    torch.manual_seed(0)
+    x = torch.randn(130, 300) * 8
+    out = softmax.softmax(x)
+    torch.testing.assert_close(out, torch.softmax(x, dim=-1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_attention_matches_torch(dtype, tol):
+    torch.manual_seed(0)
+    seq, d = 640, 64   # two 512-key chunks, the second partial
+    q, k, v = (torch.randn(seq, d, dtype=dtype) for _ in range(3))
+    p = nki.profile(attention.attention, q.T.contiguous(), k.T.contiguous(), v)
+    scores = (q.float() @ k.float().T) / math.sqrt(d)
+    expected = torch.softmax(scores, dim=-1) @ v.float()
+    assert p.run.result.dtype == dtype
+    torch.testing.assert_close(p.run.result.float(), expected, rtol=tol, atol=tol)
+    # per query tile: 2 score matmuls, and per key tile a transpose and a matmul
+    assert p.instructions["TensorE"] == (seq // 128) * (2 + 2 * seq // 128)
+
+
+@pytest.mark.parametrize("kernel", [layernorm.layernorm_v1, layernorm.layernorm_v2])
+def test_layernorm_tutorial_versions_match_torch(kernel):
+    torch.manual_seed(0)
+    x, gamma, beta = torch.randn(150, 700), torch.randn(700), torch.randn(700)
+    out = kernel(x, gamma, beta)
+    expected = torch.nn.functional.layer_norm(x, (700,), gamma, beta, eps=1e-5)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_layernorm_v2_is_faster_than_v1_at_the_tutorials_size():
+    x, gamma, beta = torch.randn(300, 1000), torch.randn(1000), torch.randn(1000)
+    v1 = nki.profile(nki.jit(layernorm.layernorm_v1, platform_target="trn1"), x, gamma, beta)
+    v2 = nki.profile(nki.jit(layernorm.layernorm_v2, platform_target="trn1"), x, gamma, beta)
+    assert v2.time_us < v1.time_us
+    assert v2.instructions["VectorE"] < v1.instructions["VectorE"]

@@ -1,0 +1,156 @@
+"""What examples/llama_pretrain.py and examples/llama_generate.py share: the Llama sizes, the
+process group and device mesh, a model built on the meta device and initialised on neuron,
+its tensor-parallel plan, and simulated-time measurement."""
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import transformers
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor._random import manual_seed as dtensor_manual_seed
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
+
+import torch_neuron
+
+# Llama 3's rotary embedding, as both model cards' config.json give it.
+LLAMA3_ROPE = dict(rope_theta=500000.0, rope_scaling=dict(
+    rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+    original_max_position_embeddings=8192))
+SIZES = {
+    # For tests: 8 query and 4 key/value heads shard over up to 4 ranks; 4 layers over 2 stages.
+    "tiny": dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                 num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256),
+    # huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
+    "8b": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+               num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+               max_position_embeddings=131072, rms_norm_eps=1e-5, **LLAMA3_ROPE),
+    # huggingface.co/meta-llama/Llama-3.3-70B-Instruct/blob/main/config.json
+    "70b": dict(vocab_size=128256, hidden_size=8192, intermediate_size=28672,
+                num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
+                max_position_embeddings=131072, rms_norm_eps=1e-5, **LLAMA3_ROPE),
+}
+SEED = 0
+
+
+def llama_config(size, layers=None):
+    """--layers N keeps the size's widths with N decoder layers (a quick look at a big model)."""
+    config = dict(SIZES[size], attn_implementation="sdpa")
+    if layers is not None:
+        config["num_hidden_layers"] = layers
+    return transformers.LlamaConfig(**config)
+
+
+def start(tp, pp):
+    """The process group and a ("pp", "dp", "tp") mesh when launched on several ranks (tp
+    innermost: a tensor-parallel group's ranks are neighbouring NeuronCores); (None, dp 1)
+    for a single process. Returns (mesh, rank, world, dp)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world % (tp * pp):
+        raise SystemExit(f"error: {world} ranks do not divide into --tp {tp} x --pp {pp}; "
+                         f"launch a multiple of {tp * pp} ranks")
+    dp = world // (tp * pp)
+    if world == 1:
+        return None, 0, 1, 1
+    torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("neuron")
+    mesh = init_device_mesh("neuron", (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
+    return mesh, dist.get_rank(), world, dp
+
+
+def model_on_meta(config):
+    """The whole model without memory: parameters on the meta device, shapes only."""
+    with torch.device("meta"):
+        return transformers.LlamaForCausalLM(config)
+
+
+def parameter_count(model):
+    """Parameters, without the input embedding (a lookup, not a matmul)."""
+    return sum(p.numel() for p in model.parameters()) - model.model.embed_tokens.weight.numel()
+
+
+def tensor_parallel(model, tp_mesh, logits):
+    """Megatron-style tensor parallelism: q, k, v, gate and up split by output features
+    (Colwise), o and down by input features (Rowwise, an all-reduce after each), the
+    embedding by vocabulary. `logits`: "sharded" leaves the lm_head's output a DTensor split
+    by vocabulary (for loss_parallel), "replicated" all-gathers it."""
+    layer_plan = {name: ColwiseParallel() for name in (
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")}
+    layer_plan.update({"self_attn.o_proj": RowwiseParallel(), "mlp.down_proj": RowwiseParallel()})
+    for layer in model.model.layers:
+        parallelize_module(layer, tp_mesh, layer_plan)
+    plan = {}
+    if model.model.embed_tokens is not None:
+        plan["model.embed_tokens"] = RowwiseParallel(input_layouts=Replicate())
+    if model.lm_head is not None:
+        plan["lm_head"] = (ColwiseParallel(use_local_output=False) if logits == "sharded"
+                           else ColwiseParallel(output_layouts=Replicate()))
+    parallelize_module(model, tp_mesh, plan)
+
+
+def materialise(model, config, tp_mesh, first_layer=0):
+    """Note [Initialising a model built on meta]: to_empty(device="neuron") allocates each
+    rank's shard; then every weight is drawn as HF's _init_weights draws it (normal, std
+    initializer_range; norms one). Each module is seeded by its place in the whole model (the
+    embedding SEED, layer i SEED + 1 + i, lm_head after the last layer), so a pipeline
+    stage draws the same weights as one process does. DTensor draws a row-sharded (Shard(0))
+    weight as one device draws the whole tensor; o_proj and down_proj are sharded by columns
+    (Shard(1)), so their transposes are drawn, which are sharded by rows: the weights are the
+    same for any --tp and --pp, so a parallel run's losses are one process's."""
+    device = torch.device("neuron", torch.neuron.current_device())
+    model.to_empty(device=device)
+    if tp_mesh is not None:  # DTensor's RNG tracker, without syncing seeds over the world
+        dtensor_manual_seed(SEED, tp_mesh)
+    std = config.initializer_range
+    modules = [(SEED, model.model.embed_tokens)]
+    modules += [(SEED + 1 + first_layer + i, layer) for i, layer in enumerate(model.model.layers)]
+    modules += [(SEED + 1 + config.num_hidden_layers, model.lm_head)]
+    with torch.no_grad():
+        for seed, module in modules:
+            if module is None:
+                continue
+            torch.manual_seed(seed)
+            for name, sub in module.named_modules():
+                if isinstance(sub, (nn.Linear, nn.Embedding)):
+                    by_columns = name.endswith(("o_proj", "down_proj"))
+                    nn.init.normal_(sub.weight.t() if by_columns else sub.weight, 0.0, std)
+        for sub in model.modules():
+            if isinstance(sub, LlamaRMSNorm):
+                sub.weight.fill_(1.0)
+    # The rotary embedding's frequencies are a buffer __init__ computes, not a parameter.
+    model.model.rotary_emb = LlamaRotaryEmbedding(config).to(device)
+    return device
+
+
+class Timer:
+    """Simulated device time between start() and stop(), in ms (neuron events on the current
+    stream: the Trainium time the simulator predicts, not this machine's)."""
+
+    def start(self):
+        self.begin = torch.neuron.Event(enable_timing=True)
+        self.end = torch.neuron.Event(enable_timing=True)
+        self.begin.record()
+
+    def stop(self):
+        self.end.record()
+        self.end.synchronize()
+        return self.begin.elapsed_time(self.end)
+
+
+def memory_line(rank):
+    """This rank's peak HBM and whether it fits its NeuronCore's."""
+    peak = torch.neuron.max_memory_allocated()
+    capacity = torch_neuron._C._instance_info()["hbm_bytes_per_core"]
+    fits = "fits" if peak <= capacity else "does NOT fit"
+    return (f"rank {rank}: peak HBM {peak / 2**30:.2f} GiB, {fits} in the NeuronCore's "
+            f"{capacity / 2**30:.0f} GiB")
+
+
+def host_line(began):
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return f"(host: {time.time() - began:.1f} s wall, {rss:.2f} GiB peak RSS)"

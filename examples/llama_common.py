@@ -146,8 +146,8 @@ def memory_line(rank):
     peak = torch.neuron.max_memory_allocated()
     capacity = torch_neuron._C._instance_info()["hbm_bytes_per_core"]
     fits = "fits" if peak <= capacity else "does NOT fit"
-    return (f"rank {rank}: peak HBM {peak / 2**30:.2f} GiB, {fits} in the NeuronCore's "
-            f"{capacity / 2**30:.0f} GiB")
+    size = f"{peak / 2**30:.2f} GiB" if peak >= 2**30 else f"{peak / 2**20:.1f} MiB"
+    return f"rank {rank}: peak HBM {size}, {fits} in the NeuronCore's {capacity / 2**30:.0f} GiB"
 
 
 def host_line(began):

@@ -3,7 +3,9 @@ description (aws-neuron-sdk nki/guides/tutorials/kernel-optimization.rst and
 matrix_multiplication.rst), and profiled on the simulated NeuronCore.
 
 Every kernel computes result[M, N] = lhsT[K, M].T @ rhs[K, N] (the stationary operand given
-transposed, K on the partitions), accumulating in fp32:
+transposed, K on the partitions), accumulating in fp32; the result is stored as
+`result_dtype` (fp32 by default; the tutorial stores it in the inputs' dtype, which the DMA
+converts to, as the fidelity anchors do):
 
 1. `tiled`: for each 128 x 512 output tile, load one 128 x 128 lhsT tile and one 128 x 512 rhs
    tile per 128-row step of K, multiply into PSUM, copy the tile to SBUF and store it.
@@ -27,10 +29,10 @@ TILE_K, TILE_M, TILE_N = 128, 128, 512  # partitions, stationary free size, movi
 
 
 @nki.jit
-def tiled(lhsT, rhs):
+def tiled(lhsT, rhs, result_dtype=nl.float32):
     K, M = lhsT.shape
     _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    result = nl.ndarray((M, N), dtype=result_dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // TILE_M):
         for n in nl.affine_range(N // TILE_N):
             acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
@@ -42,7 +44,7 @@ def tiled(lhsT, rhs):
                 nisa.dma_copy(dst=b, src=rhs[k * TILE_K:(k + 1) * TILE_K,
                                              n * TILE_N:(n + 1) * TILE_N])
                 nisa.nc_matmul(dst=acc, stationary=a, moving=b)
-            out = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.sbuf)
+            out = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=out, src=acc)
             nisa.dma_copy(dst=result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N],
                           src=out)
@@ -50,17 +52,20 @@ def tiled(lhsT, rhs):
 
 
 @nki.jit
-def hoisted(lhsT, rhs):
+def hoisted(lhsT, rhs, result_dtype=nl.float32):
     K, M = lhsT.shape
     _, N = rhs.shape
     KT = K // TILE_K
-    result = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    result = nl.ndarray((M, N), dtype=result_dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // TILE_M):
         a = nl.ndarray((TILE_K, KT, TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(KT):
             nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TILE_K:(k + 1) * TILE_K,
                                                    m * TILE_M:(m + 1) * TILE_M])
         for n in nl.affine_range(N // TILE_N):
+            # The last iteration's rhs tiles die before the next ones are allocated (the
+            # tutorial rebinds its tile list first), so at K = 8192 they fit in SBUF.
+            b = None
             b = nl.ndarray((TILE_K, KT, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
             for k in nl.affine_range(KT):
                 nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TILE_K:(k + 1) * TILE_K,
@@ -84,25 +89,28 @@ def _block_tiles(a, b, result, m0, n0, tiles_m, tiles_n, k_tiles):
             for k in nl.affine_range(k_tiles):
                 nisa.nc_matmul(dst=acc, stationary=a[:, k, mt * TILE_M:(mt + 1) * TILE_M],
                                moving=b[:, k, nt * TILE_N:(nt + 1) * TILE_N])
-            out = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.sbuf)
+            out = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=out, src=acc)
             nisa.dma_copy(dst=result[m0 + mt * TILE_M:m0 + (mt + 1) * TILE_M,
                                      n0 + nt * TILE_N:n0 + (nt + 1) * TILE_N], src=out)
 
 
 @nki.jit
-def blocked_free(lhsT, rhs, tiles_m=2, tiles_n=2):
+def blocked_free(lhsT, rhs, tiles_m=2, tiles_n=2, result_dtype=nl.float32):
     K, M = lhsT.shape
     _, N = rhs.shape
     KT = K // TILE_K
     BM, BN = tiles_m * TILE_M, tiles_n * TILE_N
-    result = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    result = nl.ndarray((M, N), dtype=result_dtype, buffer=nl.shared_hbm)
     for mb in nl.affine_range(M // BM):
         a = nl.ndarray((TILE_K, KT, BM), dtype=lhsT.dtype, buffer=nl.sbuf)
         for k in nl.affine_range(KT):
             nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TILE_K:(k + 1) * TILE_K,
                                                    mb * BM:(mb + 1) * BM])
         for nb in nl.affine_range(N // BN):
+            # The last iteration's rhs tiles die before the next ones are allocated (the
+            # tutorial rebinds its tile list first), so at K = 8192 they fit in SBUF.
+            b = None
             b = nl.ndarray((TILE_K, KT, BN), dtype=rhs.dtype, buffer=nl.sbuf)
             for k in nl.affine_range(KT):
                 nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TILE_K:(k + 1) * TILE_K,
@@ -112,15 +120,17 @@ def blocked_free(lhsT, rhs, tiles_m=2, tiles_n=2):
 
 
 @nki.jit
-def blocked(lhsT, rhs, tiles_m=8, tiles_n=4, tiles_k=8):
+def blocked(lhsT, rhs, tiles_m=8, tiles_n=4, tiles_k=8, result_dtype=nl.float32):
     K, M = lhsT.shape
     _, N = rhs.shape
     BM, BN, BK = tiles_m * TILE_M, tiles_n * TILE_N, tiles_k * TILE_K
     KB = K // BK
-    result = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    result = nl.ndarray((M, N), dtype=result_dtype, buffer=nl.shared_hbm)
+    # One SBUF buffer of block results, reused by every block (two do not fit in fp32 at the
+    # tutorial's block sizes): a block's first copies wait for the last block's stores.
+    res = nl.ndarray((TILE_M, tiles_m, BN), dtype=nl.float32, buffer=nl.sbuf)
     for nb in nl.affine_range(N // BN):
         for mb in nl.affine_range(M // BM):
-            res = nl.ndarray((TILE_M, tiles_m, BN), dtype=nl.float32, buffer=nl.sbuf)
             for kb in nl.sequential_range(KB):
                 # One DMA per operand and 128-row step of K: [128, BM] and [128, BN] at a time.
                 a = nl.ndarray((TILE_K, tiles_k, BM), dtype=lhsT.dtype, buffer=nl.sbuf)

@@ -1,13 +1,15 @@
 """Op-level anchors: published latencies of single kernels, with their shapes.
 
-AWS publishes few. Every table row used is here; rows that time a deliberately unoptimized
-step of a tutorial are printed but do not count (the workload is the op, whose kernel is the
-library's, not the tutorial's earlier steps)."""
+AWS publishes few. Every table row used is here. The NKI tutorials' rows time the tutorial's
+kernel at each step; each is predicted from the project's kernel written from the tutorial's
+description with the same tiling (examples/nki/, torch_neuron/fidelity/nki_workloads.py), so
+every step counts: the anchor measures the NKI path, instruction by instruction."""
 
 import functools
 
+from torch_neuron.fidelity import nki_workloads as nw
 from torch_neuron.fidelity import workloads as w
-from torch_neuron.fidelity.anchor import COUNTS, EXCLUDED, SANITY, Anchor
+from torch_neuron.fidelity.anchor import SANITY, Anchor
 
 SDK = "github.com/aws-neuron/aws-neuron-sdk"
 SAMPLES = "github.com/aws-neuron/aws-neuron-samples"
@@ -20,34 +22,42 @@ LAYERNORM_TUTORIAL = (f"{SDK}@49ee15c5 general/nki/tutorials/layernorm.rst (NCLa
 MICROBENCHMARK = (f"{SAMPLES}@8b2e521 torch-neuronx/microbenchmark/microbenchmark.ipynb "
                   "(output: 1000 timed calls in 27.6601 s; batch 1, 1024x1024, loop 1000, bias, "
                   "default compiler flags; 'Trn1/Inf2', both NeuronCore-v2)")
-UNOPTIMIZED = ("a deliberately unoptimized step of the tutorial's kernel; the workload is the op, "
-               "whose kernel is the library's (the tutorial's best row counts)")
+# The tutorial's kernels, written from its description (examples/nki/matmul_sequence.py), with
+# its block sizes: 2 x 2 tiles for "block free dims", 16 x 2 x 8 for the final kernel.
+MATMUL_STEPS = {"": ("blocked", dict(tiles_m=16, tiles_n=2, tiles_k=8)),
+                "-original-tiled": ("tiled", {}), "-optimization-1": ("hoisted", {}),
+                "-optimization-2": ("blocked_free", dict(tiles_m=2, tiles_n=2))}
 
 _mm = (4096, 8192, 8192)
 
 
-def _matmul_row(label: str, latency: float, status: str = COUNTS, reason: str = "") -> Anchor:
+def _matmul_row(label: str, latency: float) -> Anchor:
+    kernel, blocks = MATMUL_STEPS[label]
     return Anchor(f"matmul-bf16-4096x8192x8192{label}", "op", "trn1.32xlarge",
-                  "torch.mm, [4096,8192] @ [8192,8192] bf16, one NeuronCore-v2", latency, "ms",
-                  MATMUL_TUTORIAL, functools.partial(w.matmul_ms, *_mm),
-                  functools.partial(w.matmul_bound_ms, *_mm), measured_as="eager",
-                  status=status, reason=reason)
+                  f"the tutorial's NKI kernel (examples/nki/matmul_sequence.py::{kernel}), "
+                  "[4096,8192] @ [8192,8192] bf16, one NeuronCore-v2", latency, "ms",
+                  MATMUL_TUTORIAL, functools.partial(nw.matmul_tutorial_ms, kernel, *_mm,
+                                                     **blocks),
+                  functools.partial(w.matmul_bound_ms, *_mm), measured_as="eager")
+
+
+def _layernorm_row(version: str, latency: float) -> Anchor:
+    suffix = "" if version == "v2" else f"-{version}"
+    return Anchor(f"layernorm-fp32-300x1000{suffix}", "op", "trn1.2xlarge",
+                  f"the tutorial's NKI kernel, version {version[1]} "
+                  f"(examples/nki/layernorm.py::layernorm_{version}), [300,1000] float32",
+                  latency, "ms", LAYERNORM_TUTORIAL,
+                  functools.partial(nw.layernorm_tutorial_ms, version, 300, 1000),
+                  functools.partial(w.layernorm_bound_ms, 300, 1000), measured_as="eager")
 
 
 ANCHORS = [
     _matmul_row("", 6.97),
-    _matmul_row("-original-tiled", 51.80, EXCLUDED, UNOPTIMIZED),
-    _matmul_row("-optimization-1", 42.96, EXCLUDED, UNOPTIMIZED),
-    _matmul_row("-optimization-2", 22.07, EXCLUDED, UNOPTIMIZED),
-    Anchor("layernorm-fp32-300x1000", "op", "trn1.2xlarge",
-           "F.layer_norm over the last dim of [300,1000] float32 (the tutorial's version 2)",
-           1.969, "ms", LAYERNORM_TUTORIAL, functools.partial(w.layernorm_ms, 300, 1000),
-           functools.partial(w.layernorm_bound_ms, 300, 1000), measured_as="eager"),
-    Anchor("layernorm-fp32-300x1000-v1", "op", "trn1.2xlarge",
-           "F.layer_norm over the last dim of [300,1000] float32 (the tutorial's version 1)",
-           2.311, "ms", LAYERNORM_TUTORIAL, functools.partial(w.layernorm_ms, 300, 1000),
-           functools.partial(w.layernorm_bound_ms, 300, 1000), measured_as="eager",
-           status=EXCLUDED, reason=UNOPTIMIZED),
+    _matmul_row("-original-tiled", 51.80),
+    _matmul_row("-optimization-1", 42.96),
+    _matmul_row("-optimization-2", 22.07),
+    _layernorm_row("v2", 1.969),
+    _layernorm_row("v1", 2.311),
     Anchor("linear-1024-chain-x1000", "op", "trn1.2xlarge",
            "nn.Linear(1024, 1024) applied 1000 times to [1,1024,1024] float32, then mean; "
            "matmuls in bf16 (compiler auto-cast)", 27.6601, "ms", MICROBENCHMARK,

@@ -1,0 +1,49 @@
+"""Op anchors timed through the NKI path: the project's kernels written from AWS's NKI
+tutorials (examples/nki/), called on neuron tensors in predict-only mode, so the prediction is
+trnsim's instruction-level schedule of the same tiling the tutorial measured (issue 27, item 7),
+not a PyTorch op's cost. A kernel call is one launch on the stream (Note [NKI kernels on the
+stream]), the same eagerly or compiled."""
+
+import importlib
+import sys
+from pathlib import Path
+
+from torch_neuron.fidelity.workloads import timed_ms
+
+
+def example(name: str):
+    """A module of examples/nki/ in the source checkout this package runs from."""
+    import torch_neuron
+
+    root = Path(torch_neuron.__file__).resolve().parents[1] / "examples" / "nki"
+    if not (root / f"{name}.py").is_file():
+        raise FileNotFoundError(f"the NKI anchors run the kernels of examples/nki/ ({root}), "
+                                f"which an installed wheel does not have: run the fidelity "
+                                f"suite from a source checkout (pip install -e .)")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module(name)
+
+
+def matmul_tutorial_ms(kernel: str, m: int, k: int, n: int, mode: str, **options) -> float:
+    """`kernel` of examples/nki/matmul_sequence.py on [m, k] @ [k, n] bf16 (lhsT given as
+    [k, m], as the tutorial's kernels take it), the result stored in bf16 as the tutorial
+    does."""
+    import torch
+
+    kernels = example("matmul_sequence")
+    lhsT = torch.empty(k, m, dtype=torch.bfloat16, device="neuron")
+    rhs = torch.empty(k, n, dtype=torch.bfloat16, device="neuron")
+    fn = getattr(kernels, kernel)
+    return timed_ms(lambda: fn(lhsT, rhs, result_dtype="bfloat16", **options))
+
+
+def layernorm_tutorial_ms(version: str, rows: int, cols: int, mode: str) -> float:
+    """examples/nki/layernorm.py's `layernorm_<version>` on a [rows, cols] float32 input."""
+    import torch
+
+    kernel = getattr(example("layernorm"), f"layernorm_{version}")
+    x = torch.empty(rows, cols, device="neuron")
+    gamma = torch.empty(cols, device="neuron")
+    beta = torch.empty(cols, device="neuron")
+    return timed_ms(lambda: kernel(x, gamma, beta))

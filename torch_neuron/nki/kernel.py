@@ -17,7 +17,7 @@ import inspect
 
 import numpy as np
 
-from torch_neuron.nki import dtypes
+from torch_neuron.nki import blas, dtypes
 from torch_neuron.nki import target as targets
 from torch_neuron.nki.errors import NkiValidationError, ShapeError, UninitializedReadError
 from torch_neuron.nki.tensor import (KernelRun, MemoryRegion, NkiTensor, pop_run, push_run,
@@ -161,7 +161,8 @@ class Kernel:
             wrapped_kwargs = {k: wrap(k, a) for k, a in kwargs.items()}
             self._check_annotations(wrapped_args, wrapped_kwargs)
             result = None
-            with np.errstate(all="ignore") if run.predict_only else _no_context():
+            with np.errstate(all="ignore") if run.predict_only else _no_context(), \
+                    blas.single_threaded():
                 for program in range(self.lnc):
                     if program:
                         run.start_program(program)

@@ -31,6 +31,7 @@ import contextlib  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import transformers  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: E402
 from torch.distributed.optim import ZeroRedundancyOptimizer  # noqa: E402
@@ -67,7 +68,11 @@ problems = [
     (config.num_key_value_heads % args.tp, f"{config.num_key_value_heads} key/value heads do "
      f"not split over --tp {args.tp}"),
     (args.seq > config.max_position_embeddings, f"--seq {args.seq} is longer than the "
-     f"model's {config.max_position_embeddings} positions")]
+     f"model's {config.max_position_embeddings} positions"),
+    # The backward of compiled tensor-parallel layers fails in PyTorch 2.13 with any backend
+    # (aot_eager too): a plain-tensor gradient reaches DTensor's redistribute (pytorch#173123).
+    (args.compile and args.tp > 1, "--compile with --tp > 1 is not supported (PyTorch fails "
+     "in the backward of compiled DTensor layers); drop one of them")]
 for problem, message in problems:
     if problem:
         raise SystemExit(f"error: {message}")
@@ -85,7 +90,11 @@ class Stage(nn.Module):
 
     def forward(self, x):  # token ids on the first stage, hidden states after it
         inputs = dict(input_ids=x) if first else dict(inputs_embeds=x)
-        hidden = self.model(**inputs).last_hidden_state
+        # A cache, though training: without a mask or a cache, HF reads the position ids
+        # (looking for packed sequences), which predict-only mode cannot. It holds the keys
+        # and values attention saves for backward anyway (checkpointed layers skip it).
+        cache = transformers.DynamicCache(config=config)
+        hidden = self.model(**inputs, cache=cache).last_hidden_state
         return self.lm_head(hidden) if last else hidden
 
 
@@ -112,7 +121,7 @@ device = common.materialise(stage, config, mesh["tp"] if args.tp > 1 else None,
 if args.compile:
     for layer in stage.model.layers:
         layer.compile(backend="neuron")
-if args.dp == "zero1" and dp > 1:
+if args.dp == "zero1" and dp > 1:  # given the dp sub-mesh, DDP handles TP's DTensors
     stage = DistributedDataParallel(stage, device_mesh=mesh["dp"])
     optimizer = ZeroRedundancyOptimizer(stage.parameters(), torch.optim.AdamW, lr=1e-4,
                                         process_group=mesh["dp"].get_group())

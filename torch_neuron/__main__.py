@@ -4,6 +4,8 @@
     python -m torch_neuron run --nproc-per-node N [--nnodes M] SCRIPT.py [ARGS] [--instance NAME]
                                [--trace OUT.json]   # a distributed script, one report of all ranks
     python -m torch_neuron run --no-execute SCRIPT.py [ARGS]   # predict only: nothing computed
+    python -m torch_neuron run --virtual --nnodes N --nproc-per-node M [--run-ranks 0,128]
+                               SCRIPT.py [ARGS]    # a job of N*M ranks, only LIST run
     python -m torch_neuron fidelity [--kind K] [--eager] [--sources] [--json]  # published
                                                    # Trainium measurements vs the model
     python -m torch_neuron info [--instance NAME]  # the simulated Trainium instance
@@ -16,7 +18,13 @@ its work would take on the chosen Trainium instance and where the time goes. Its
 come before or after the script's own arguments; put script arguments after `--` if they
 clash with them. With --no-execute the script runs in predict-only mode (TORCH_NEURON_EXECUTE=0):
 every op is timed and allocates HBM, nothing is computed, so full-size models are predicted in
-seconds; what needs values (printing a tensor, .item() of an integer) raises.
+seconds; what needs values (printing a tensor, .item() of an integer) raises. With
+--nproc-per-node, --no-execute runs every rank in predict-only mode: collectives are timed and
+agreed on, no data moves.
+
+With --virtual, `run` predicts a job of any size from a few processes: only the ranks of
+--run-ranks (default 0) run, in predict-only mode, and see the whole world; collectives over
+groups with virtual ranks are timed for the whole group (docs/scale.md).
 
 With --nproc-per-node N, `run` launches a distributed script as torchrun would: N ranks per
 simulated instance (rank on neuron:LOCAL_RANK, backend "neuron"), M instances with --nnodes M,
@@ -98,12 +106,14 @@ def settings_markdown() -> str:
 
 RUN_OPTIONS = {"--instance": "instance", "--trace": "trace", "--plot": "plot",
                "--nproc-per-node": "nproc", "--nproc_per_node": "nproc", "--nnodes": "nnodes",
+               "--run-ranks": "run_ranks",
                # Internal: a rank started by the launcher writes its records to this directory.
                "--rank-report-dir": "rank_report_dir"}
 # Options that take no value.
-RUN_FLAGS = {"--no-execute": "no_execute"}
-RUN_USAGE = ("usage: python -m torch_neuron run [--nproc-per-node N [--nnodes M]] SCRIPT.py [ARGS] "
-             "[--instance NAME] [--trace OUT.json] [--plot OUT.png] [--no-execute]")
+RUN_FLAGS = {"--no-execute": "no_execute", "--virtual": "virtual"}
+RUN_USAGE = ("usage: python -m torch_neuron run [--nproc-per-node N [--nnodes M] [--virtual "
+             "[--run-ranks LIST]]] SCRIPT.py [ARGS] [--instance NAME] [--trace OUT.json] "
+             "[--plot OUT.png] [--no-execute]")
 RUN_HELP_FLAGS = ("-h", "--help")
 RUN_HELP = RUN_USAGE + """
 
@@ -119,6 +129,9 @@ options:
   --no-execute          predict only: every op is timed, nothing is computed
   --nproc-per-node N    run a distributed script as torchrun would, N ranks per instance
   --nnodes M            with --nproc-per-node: M simulated instances (default 1)
+  --virtual             with --nproc-per-node: run only the ranks of --run-ranks, predict-only;
+                        the others are virtual (a job of any size from a few processes)
+  --run-ranks LIST      with --virtual: the global ranks that run, e.g. 0 or 0,128 (default 0)
 
 The options may come before or after the script's own arguments; put the script's arguments
 after -- if they clash with them."""
@@ -183,8 +196,18 @@ def launch_ranks(options: dict, script: str, script_args: list[str]) -> int:
               f"NeuronCores, the simulated {name} has {count}; choose a larger instance "
               "with --instance", file=sys.stderr)
         return 1
+    if options.get("virtual"):
+        from torch_neuron.distributed import virtual as _virtual
+
+        try:
+            run_ranks = _virtual.parse_run_ranks(options.get("run_ranks", "0"), nproc * nnodes)
+        except ValueError as e:
+            print(f"python -m torch_neuron run: error: {e}", file=sys.stderr)
+            return 2
+        return _virtual.launch_virtual(nproc, nnodes, run_ranks, script, script_args,
+                                       options.get("instance"), options.get("trace"))
     return _launcher.launch(nproc, nnodes, script, script_args, options.get("instance"),
-                            options.get("trace"))
+                            options.get("trace"), execute=not options.get("no_execute"))
 
 
 def run(tokens: list[str]) -> int:
@@ -203,14 +226,19 @@ def run(tokens: list[str]) -> int:
     except RuntimeError as e:  # a bad --instance
         print(f"python -m torch_neuron run: error: {e}", file=sys.stderr)
         return 1
-    if options.get("no_execute"):
-        if "nproc" in options or "nnodes" in options:
-            print("python -m torch_neuron run: --no-execute predicts one process; a distributed "
-                  "script's collectives move data", file=sys.stderr)
-            return 2
-        torch_neuron.set_execute(False)
-    if "nproc" in options or "nnodes" in options:
+    distributed = "nproc" in options or "nnodes" in options
+    if ("virtual" in options or "run_ranks" in options) and not distributed:
+        print("python -m torch_neuron run: --virtual and --run-ranks describe a distributed job: "
+              "give its size with --nproc-per-node N [--nnodes M]", file=sys.stderr)
+        return 2
+    if "run_ranks" in options and "virtual" not in options:
+        print("python -m torch_neuron run: --run-ranks needs --virtual (without it every rank "
+              "runs)", file=sys.stderr)
+        return 2
+    if distributed:
         return launch_ranks(options, script, script_args)
+    if options.get("no_execute"):
+        torch_neuron.set_execute(False)
     rank_report_dir = options.get("rank_report_dir")
     if rank_report_dir:
         from torch_neuron.distributed.launcher import die_with_parent

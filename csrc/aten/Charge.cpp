@@ -1,6 +1,8 @@
 #include "aten/Charge.h"
 
 #include "aten/GraphSchedule.h"
+#include "aten/KnownValues.h"
+#include "aten/PredictOnly.h"
 
 #include "runtime/Runtime.h"
 #include "runtime/SimulatorError.h"
@@ -28,6 +30,7 @@ double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
 double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
               const trnsim::WorkTime& time, Detail detail, Placement placement,
               const Operands& operands) {
+  if (!execution_enabled()) forget_known_values();  // Note [Known values in predict-only mode]
   if (graph_open() && append_to_graph(queue, name, time, operands)) {
     count(counter, placement);
     return queue.now_ns();

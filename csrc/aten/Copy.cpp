@@ -3,6 +3,8 @@
 // clock is charged what the DMA would take: over the host link for host <-> device, over HBM on
 // one chip, or over NeuronLink between chips.
 #include <ATen/core/Tensor.h>
+
+#include <optional>
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
@@ -10,6 +12,7 @@
 
 #include "runtime/HostView.h"
 #include "aten/Charge.h"
+#include "aten/KnownValues.h"
 #include "aten/OpWork.h"
 #include "aten/OpTracking.h"
 #include "aten/PredictOnly.h"
@@ -44,7 +47,14 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                 " and ", dst.device(), "; move the tensor to the CPU first");
   }
   const auto kind = copy_kind(self, dst);
-  // Note [Predict-only execution]: the DMA is charged, no bytes move; the CPU gets none.
+  // Note [Predict-only execution]: the DMA is charged, no bytes move; the CPU gets none,
+  // except the known values of small uploads (Note [Known values in predict-only mode]).
+  const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
+  const bool keep_values =
+      !execution_enabled() && bytes <= kKnownValuesMaxBytes &&
+      (kind == trnsim::CopyKind::HostToDevice || (on_neuron(self) && values_known(self)));
+  std::optional<ComputeKnownValues> computing;
+  if (keep_values) computing.emplace();
   const bool execute = execution_enabled();
   if (!execute && kind == trnsim::CopyKind::DeviceToHost) {
     refuse_without_values("copying a neuron tensor to the CPU (.cpu(), .to(\"cpu\"), .numpy(), "
@@ -75,11 +85,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     // The shapes still have to fit, as the copy would check.
     meta_like(dst).copy_(meta_like(self));
   }
-  const uint64_t bytes = static_cast<uint64_t>(dst.numel()) * self.element_size();
   static const OpHandle op("aten::copy_");
   const double end = charge(queue, op.name, op.counter, {trnsim::Copy{kind, bytes}},
                             [&] { return describe_tensors({self}) + " -> " + dst.device().str(); });
   if (dst_queue != nullptr) dst_queue->wait_until(end);
+  if (keep_values && on_neuron(dst)) mark_values_known(dst);
   return dst;
 }
 

@@ -15,6 +15,7 @@
 #include "aten/Charge.h"
 #include "aten/OpWork.h"
 #include "aten/OpTracking.h"
+#include "aten/KnownValues.h"
 #include "aten/PredictOnly.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
@@ -30,6 +31,13 @@ void charge_scalar_read(const at::Tensor& t) {
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (!execution_enabled() && self.nbytes() <= kKnownValuesMaxBytes) {
+    // A small fill's values are known (Note [Known values in predict-only mode]).
+    ComputeKnownValues computing;
+    fill_scalar(self, value);
+    mark_values_known(self);
+    return self;
+  }
   if (execution_enabled()) {  // else charged only (Note [Predict-only execution])
     at::Tensor view = host_view(self);
     view.fill_(value);
@@ -54,6 +62,12 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
               "with ", value.dim(), " dimension(s)");
   if (!on_neuron(self)) return self.fill_(value.item());  // the CPU fills a CPU tensor
   if (self.device() != value.device()) return fill_scalar(self, value.item());
+  if (!execution_enabled() && self.nbytes() <= kKnownValuesMaxBytes && values_known(value)) {
+    ComputeKnownValues computing;  // Note [Known values in predict-only mode]
+    fill_tensor(self, value);
+    mark_values_known(self);
+    return self;
+  }
   if (execution_enabled()) {
     at::Tensor view = host_view(self);
     at::Tensor scalar = host_view(value);
@@ -73,6 +87,10 @@ at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
+  if (!execution_enabled() && values_known(self)) {
+    ComputeKnownValues computing;  // Note [Known values in predict-only mode]
+    return local_scalar_dense(self);
+  }
   charge_scalar_read(self);
   if (!execution_enabled()) {
     // Note [Predict-only execution]: a floating-point value (a loss to print) is NaN; any

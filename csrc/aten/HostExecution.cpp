@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aten/KnownValues.h"
 #include "aten/Charge.h"
 #include "aten/DtypePolicy.h"
 #include "aten/Float64Narrowing.h"
@@ -472,6 +473,23 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool fallback =
       info.op_class == OpClass::Fallback || complex_round_trip(arguments);
   if (fallback) check_fallback_allowed(info.name);
+  if (!execution_enabled() && small_and_known(arguments)) {
+    // Note [Known values in predict-only mode]: computed, and its results are known.
+    c10::SmallVector<at::Tensor, 2> written;  // (the stack's arguments are gone after the run)
+    for (size_t i = 0; i < num_arguments; ++i) {
+      const auto* alias = schema.arguments()[i].alias_info();
+      if (alias != nullptr && alias->isWrite() && arguments[i].isTensor()) {
+        written.push_back(arguments[i].toTensor());
+      }
+    }
+    ComputeKnownValues computing;
+    run_on_host(op, stack);
+    for (const auto& value : torch::jit::last(*stack, schema.returns().size())) {
+      if (value.isTensor()) mark_values_known(value.toTensor());
+    }
+    for (const auto& t : written) mark_values_known(t);
+    return;
+  }
   if (!execution_enabled()) {
     // Note [Predict-only execution]: the results' geometry from meta kernels, no values (so
     // no index checks and no float64 narrowing either).

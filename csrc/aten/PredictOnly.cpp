@@ -8,6 +8,7 @@
 #include <atomic>
 #include <utility>
 
+#include "aten/KnownValues.h"
 #include "runtime/HostView.h"
 #include "runtime/DeviceAllocator.h"
 #include "runtime/Runtime.h"
@@ -176,7 +177,9 @@ bool needs_values(const std::exception& e) {
 
 }  // namespace
 
-bool execution_enabled() { return execution_flag().load(std::memory_order_relaxed); }
+bool execution_enabled() {
+  return execution_flag().load(std::memory_order_relaxed) || computing_known_values();
+}
 
 void set_execution_enabled(bool enabled) {
   settings::set_from_api("TORCH_NEURON_EXECUTE", enabled ? "1" : "0");

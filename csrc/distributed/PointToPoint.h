@@ -39,6 +39,7 @@ class SharedSize {
 struct PendingSend {
   std::shared_ptr<SharedSize> wanted;  // the receiver's size in bytes
   uint64_t bytes = 0;                  // this send's size
+  bool moves_data = true;              // false in predict-only mode: only the header travels
   at::Tensor bulk;                     // the data as bytes when too large to go inline
   std::shared_ptr<void> keep_alive;    // what `bulk` is a view of
   std::atomic<bool> settled{false};

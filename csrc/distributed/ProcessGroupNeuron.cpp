@@ -20,6 +20,10 @@
 #include "runtime/HostView.h"
 #include "distributed/HostStaging.h"
 #include "distributed/NeuronWork.h"
+#include "distributed/SpmdCpuBackend.h"
+#include "distributed/VirtualWorld.h"
+#include "aten/KnownValues.h"
+#include "aten/PredictOnly.h"
 #include "runtime/Runtime.h"
 #include "runtime/Settings.h"
 #include "runtime/Stream.h"
@@ -136,7 +140,8 @@ std::string json_detail(const trnsim::CollectiveCost& cost, Collective kind, uin
 ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
                                        c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank,
                                        int size, std::chrono::milliseconds timeout,
-                                       std::string group_name, c10::DeviceIndex device, int node)
+                                       std::string group_name, c10::DeviceIndex device, int node,
+                                       std::vector<int> global_ranks)
     : Backend(rank, size),
       gloo_(std::move(gloo)),
       cpu_(cpu_gloo ? std::move(cpu_gloo) : gloo_),
@@ -144,8 +149,21 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
       group_name_(std::move(group_name)),
       device_(device),
       node_(node),
-      stream_slot_(next_stream_slot.fetch_add(2)) {
+      stream_slot_(next_stream_slot.fetch_add(2)),
+      global_ranks_(std::move(global_ranks)) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo process group to move data");
+  cpu_gloo_ = cpu_;
+  data_ = gloo_;
+  if (global_ranks_.empty()) {
+    for (int r = 0; r < size; ++r) global_ranks_.push_back(r);
+  }
+  TORCH_CHECK(static_cast<int>(global_ranks_.size()) == size, "neuron process group: ",
+              global_ranks_.size(), " global ranks for a group of ", size);
+  if (virtual_world()) {
+    join_virtual_world();
+    return;
+  }
+  for (int r = 0; r < size; ++r) gloo_ranks_.push_back(r);
   // Every rank reports where it sits and which process it is; chip and core are -1 for a rank
   // whose device does not exist, so that all ranks raise together instead of the others
   // waiting for it.
@@ -181,6 +199,29 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
     places_.push_back({static_cast<int>(a[kNode]), static_cast<int>(a[kChip])});
     // Ranks on this machine can be checked for having exited when a collective fails.
     pids_.push_back(a[kHost] == m[kHost] ? a[kPid] : -1);
+  }
+}
+
+void ProcessGroupNeuron::join_virtual_world() {
+  const VirtualWorld& world = *virtual_world();
+  TORCH_CHECK(!execution_enabled(), "neuron process group: a virtual world runs in "
+              "predict-only mode (its virtual ranks compute nothing); set "
+              "TORCH_NEURON_EXECUTE=0 or start it with python -m torch_neuron run --virtual");
+  int running = 0;
+  for (int global : global_ranks_) {
+    TORCH_CHECK(global >= 0 && global < world.size, "neuron process group: rank ", global,
+                " is not in the virtual world of ", world.size, " ranks");
+    places_.push_back(world.places[global]);
+    pids_.push_back(-1);
+    gloo_ranks_.push_back(world.running[global] ? running++ : -1);
+  }
+  TORCH_CHECK(gloo_ranks_[getRank()] >= 0 && running == gloo_->getSize(),
+              "neuron process group: this rank's Gloo group has ", gloo_->getSize(),
+              " ranks; the group has ", running, " running ranks (TORCH_NEURON_VIRTUAL_RANKS)");
+  if (running < getSize()) {
+    cpu_ = c10::make_intrusive<SpmdCpuBackend>(getRank(), getSize(), gloo_ranks_, cpu_gloo_);
+    // Known values (Note [Known values in predict-only mode]) follow the same rule.
+    data_ = c10::make_intrusive<SpmdCpuBackend>(getRank(), getSize(), gloo_ranks_, gloo_);
   }
 }
 
@@ -246,11 +287,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   // [arrival, signature, checked bytes, bytes] to every other rank and receives theirs, all at
   // once (one message latency, where a gather to rank 0 and a broadcast back took two), and
   // each rank reaches the same verdict from the same records.
-  const double signature = static_cast<double>(static_cast<int>(kind) * 256 +
+  // Predict-only ranks move no data (HostStaging stages nothing): every rank must agree.
+  const bool moves_data = execution_enabled();
+  const double signature = static_cast<double>((moves_data ? 0 : 1 << 16) +
+                                               static_cast<int>(kind) * 256 +
                                                static_cast<int>(dtype) + 1);
   // all_to_all's sizes may differ per rank (uneven splits): the largest is charged.
   const double checked_bytes = kind == Collective::AllToAll ? 0.0 : static_cast<double>(bytes);
-  enum Field { kArrival, kSignature, kChecked, kBytes, kFields };
+  enum Field { kArrival, kSignature, kChecked, kBytes, kKnown, kFields };
   std::vector<std::vector<at::Tensor>> records(getSize());
   for (auto& record : records) record.push_back(at::empty({kFields}, at::kDouble));
   double* m = records[getRank()][0].data_ptr<double>();
@@ -258,40 +302,52 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   m[kSignature] = signature;
   m[kChecked] = checked_bytes;
   m[kBytes] = static_cast<double>(bytes);
+  // Predict-only: whether this rank's tensors can take part with values (Note [Known values in
+  // predict-only mode]); the data moves only if every running rank's can.
+  m[kKnown] = staging.values_known() ? 1.0 : 0.0;
   WorkList exchange;
   try {  // (Gloo raises at issue too, when a peer has gone)
     for (int r = 0; r < getSize(); ++r) {
-      if (r == getRank()) continue;
-      exchange.push_back(gloo_->send(records[getRank()], r, kAgreementTag));
-      exchange.push_back(gloo_->recv(records[r], r, kAgreementTag));
+      const int peer = gloo_rank(r);
+      if (r == getRank() || peer < 0) continue;  // a virtual rank arrives with this one
+      exchange.push_back(gloo_->send(records[getRank()], peer, kAgreementTag));
+      exchange.push_back(gloo_->recv(records[r], peer, kAgreementTag));
     }
   } catch (const std::exception& e) {
     raise_failed(name, e);
   }
   wait_all(exchange, name);
   double start_ns = 0, charged_size = 0;
+  bool all_known = true;
   int differing = -1;
-  const double* first = records[0][0].data_ptr<double>();
+  const double* first = m;
   for (int r = 0; r < getSize(); ++r) {
+    if (gloo_rank(r) < 0) continue;
     const double* a = records[r][0].data_ptr<double>();
     start_ns = std::max(start_ns, a[kArrival]);
+    all_known = all_known && a[kKnown] != 0.0;
     charged_size = std::max(charged_size, a[kBytes]);
     if (differing < 0 && (a[kSignature] != first[kSignature] || a[kChecked] != first[kChecked])) {
       differing = r;
     }
   }
   TORCH_CHECK(differing < 0, error_context(name), ": rank ", differing,
-              " of the group called a different collective, size or dtype than rank 0 (this "
-              "rank: ", name, " of ", bytes, " bytes of ", dtype, "; rank ", differing, ": ",
+              " of the group called a different collective, size or dtype than this rank ("
+              "this rank: ", name, " of ", bytes, " bytes of ", dtype,
+              moves_data ? "" : ", predict-only", "; rank ", differing, ": ",
               static_cast<uint64_t>(records[differing][0].data_ptr<double>()[kBytes]),
               " bytes). Every rank must call the same collectives in the same order with "
-              "matching sizes and dtypes.");
-  if (ops) {
+              "matching sizes and dtypes, all computing or all in predict-only mode.");
+  const bool with_values = !moves_data && all_known && ops;
+  if (ops && (moves_data || with_values)) {
     wait_all(ops(), name);
     staging.finish();
   }
   const auto size = static_cast<uint64_t>(charged_size);
   queue.wait_until(start_ns);
+  // The chain goes on (Note [Known values in predict-only mode]).
+  std::optional<ComputeKnownValues> computing;
+  if (with_values) computing.emplace();
   const double end = charge(queue, c10::str("c10d::", name), nullptr,
                             {trnsim::CollectiveOp{kind, size, places_}}, [&] {
                               const auto cost = trnsim::collective_cost(system().instance(), kind,
@@ -299,6 +355,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
                               return json_detail(cost, kind, size, places_.size(), group_name_);
                             });
   staging.record_stream(stream);
+  if (with_values) staging.mark_outputs_known();
   return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(outputs), stream, end);
 }
 
@@ -307,9 +364,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
   const auto device = neuron_device(tensors);
   if (!device) return cpu_->broadcast(tensors, opts);
   HostStaging staging;
-  auto host = staging.outputs(tensors);
+  // The root's tensors are read, the others' only written.
+  auto host = opts.rootRank == getRank() ? staging.in_outs(tensors) : staging.outputs(tensors);
   return collective(Collective::Broadcast, OpType::BROADCAST, *device, total_bytes(tensors), dtype_of(tensors),
-                    tensors, staging, [&] { return WorkList{gloo_->broadcast(host, opts)}; });
+                    tensors, staging, [&] { return WorkList{data_->broadcast(host, opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
@@ -318,12 +376,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
   if (!device) return cpu_->allreduce(tensors, opts);
   check_reducible(tensors, "all_reduce");
   HostStaging staging;
-  auto host = staging.outputs(tensors);
+  auto host = staging.in_outs(tensors);
   apply_premul(opts.reduceOp, host, /*in_place=*/true);
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
   return collective(Collective::AllReduce, OpType::ALLREDUCE, *device, total_bytes(tensors), dtype_of(tensors),
-                    tensors, staging, [&] { return WorkList{gloo_->allreduce(host, gloo_opts)}; });
+                    tensors, staging, [&] { return WorkList{data_->allreduce(host, gloo_opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
@@ -332,7 +390,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
   if (!device) return cpu_->allreduce_coalesced(tensors, opts);
   check_reducible(tensors, "all_reduce_coalesced");
   HostStaging staging;
-  auto host = staging.outputs(tensors);
+  auto host = staging.in_outs(tensors);
   apply_premul(opts.reduceOp, host, /*in_place=*/true);
   c10d::AllreduceOptions one;
   one.reduceOp = gloo_reduce_op(opts.reduceOp);
@@ -343,7 +401,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
                       WorkList works;
                       for (auto& t : host) {
                         std::vector<at::Tensor> single{t};
-                        works.push_back(gloo_->allreduce(single, one));
+                        works.push_back(data_->allreduce(single, one));
                       }
                       return works;
                     });
@@ -355,13 +413,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor
   if (!device) return cpu_->reduce(tensors, opts);
   check_reducible(tensors, "reduce");
   HostStaging staging;
-  auto host = staging.outputs(tensors);
+  auto host = staging.in_outs(tensors);
   apply_premul(opts.reduceOp, host, /*in_place=*/true);
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
   return collective(Collective::Reduce, OpType::REDUCE, *device, total_bytes(tensors), dtype_of(tensors),
                     tensors,
-                    staging, [&] { return WorkList{gloo_->reduce(host, gloo_opts)}; });
+                    staging, [&] { return WorkList{data_->reduce(host, gloo_opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
@@ -377,7 +435,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   return collective(Collective::AllGather, OpType::ALLGATHER, *device, total_bytes(outputs), dtype_of(inputs),
                     flat, staging,
-                    [&] { return WorkList{gloo_->allgather(host_out, host_in, opts)}; });
+                    [&] { return WorkList{data_->allgather(host_out, host_in, opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
@@ -399,7 +457,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_coalesced(
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   return collective(Collective::AllGather, OpType::ALLGATHER_COALESCED, *device,
                     total_bytes(outputs), dtype_of(inputs), flat, staging,
-                    [&] { return WorkList{gloo_->allgather_coalesced(host_out, host_in, opts)}; });
+                    [&] { return WorkList{data_->allgather_coalesced(host_out, host_in, opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesced(
@@ -422,7 +480,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
                     staging, [&] {
                       WorkList works;
                       for (size_t i = 0; i < host_out.size(); ++i) {
-                        works.push_back(gloo_->_allgather_base(host_out[i], host_in[i], opts));
+                        works.push_back(data_->_allgather_base(host_out[i], host_in[i], opts));
                       }
                       return works;
                     });
@@ -442,7 +500,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
   return collective(Collective::Gather, OpType::GATHER, *device, total_bytes(inputs) * getSize(),
                     dtype_of(inputs),
                     flat, staging,
-                    [&] { return WorkList{gloo_->gather(host_out, host_in, opts)}; });
+                    [&] { return WorkList{data_->gather(host_out, host_in, opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
@@ -457,7 +515,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::scatter(
   for (const auto& list : inputs) host_in.push_back(staging.inputs(list));
   return collective(Collective::Scatter, OpType::SCATTER, *device,
                     total_bytes(outputs) * getSize(), dtype_of(outputs), outputs, staging,
-                    [&] { return WorkList{gloo_->scatter(host_out, host_in, opts)}; });
+                    [&] { return WorkList{data_->scatter(host_out, host_in, opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
@@ -478,7 +536,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
   return collective(Collective::ReduceScatter, OpType::REDUCE_SCATTER, *device,
                     total_bytes(outputs) * getSize(), dtype_of(outputs), outputs, staging,
-                    [&] { return WorkList{gloo_->reduce_scatter(host_out, host_in, gloo_opts)}; });
+                    [&] { return WorkList{data_->reduce_scatter(host_out, host_in, gloo_opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
@@ -513,7 +571,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
                       WorkList works;
                       for (size_t i = 0; i < host_out.size(); ++i) {
                         works.push_back(
-                            gloo_->_reduce_scatter_base(host_out[i], host_in[i], gloo_opts));
+                            data_->_reduce_scatter_base(host_out[i], host_in[i], gloo_opts));
                       }
                       return works;
                     });
@@ -532,7 +590,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
   return collective(Collective::AllToAll, OpType::ALLTOALL_BASE, *device, total_bytes({input}),
                     input.scalar_type(),
                     {output}, staging, [&] {
-                      return WorkList{gloo_->alltoall_base(host_out, host_in, output_split_sizes,
+                      return WorkList{data_->alltoall_base(host_out, host_in, output_split_sizes,
                                                            input_split_sizes, opts)};
                     });
 }
@@ -548,7 +606,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tens
   auto host_out = staging.outputs(outputs);
   return collective(Collective::AllToAll, OpType::ALLTOALL, *device, total_bytes(inputs), dtype_of(inputs),
                     outputs, staging,
-                    [&] { return WorkList{gloo_->alltoall(host_out, host_in, opts)}; });
+                    [&] { return WorkList{data_->alltoall(host_out, host_in, opts)}; });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::barrier(const c10d::BarrierOptions& opts) {
@@ -586,25 +644,34 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupNeuron::split(
   struct Silent : c10::WarningHandler {
     void process(const c10::Warning&) override {}
   } silent;
+  // `ranks` are this group's ranks; Gloo's groups hold its running ranks only in a virtual
+  // world (Note [Virtual world]), where they are numbered apart.
+  const auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  if (me == ranks.end()) return nullptr;
+  std::vector<int> global, running;
+  for (int r : ranks) {
+    global.push_back(global_ranks_.at(r));
+    if (gloo_rank(r) >= 0) running.push_back(gloo_rank(r));
+  }
   c10::intrusive_ptr<c10d::Backend> gloo;
   {
     c10::WarningUtils::WarningHandlerGuard guard(&silent);
-    gloo = gloo_->split(attempt_store(store), ranks, opts);
+    gloo = gloo_->split(attempt_store(store), running, opts);
   }
   if (!gloo) return nullptr;
   const auto timeout = opts ? opts->timeout : timeout_;
   gloo->setTimeout(timeout);
   // The CPU group splits too, under keys of its own (Note [CPU tensors in a group of their own]).
   c10::intrusive_ptr<c10d::Backend> cpu;
-  if (cpu_ != gloo_) {
+  if (cpu_gloo_ != gloo_) {
     c10::WarningUtils::WarningHandlerGuard guard(&silent);
-    cpu = cpu_->split(c10::make_intrusive<c10d::PrefixStore>("cpu", attempt_store(store)), ranks,
-                      opts);
+    cpu = cpu_gloo_->split(c10::make_intrusive<c10d::PrefixStore>("cpu", attempt_store(store)),
+                           running, opts);
     cpu->setTimeout(timeout);
   }
   auto group = c10::make_intrusive<ProcessGroupNeuron>(
-      gloo, cpu, gloo->getRank(), gloo->getSize(), timeout,
-      opts ? opts->group_name : group_name_, device_, node_);
+      gloo, cpu, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), timeout,
+      opts ? opts->group_name : group_name_, device_, node_, std::move(global));
   group->setGroupUid(opts ? opts->group_name : group_name_);
   return group;
 }
@@ -644,7 +711,7 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 // to it is copied into the message, a cost that stays below one message latency here.
 namespace {
 
-constexpr int64_t kHeaderBytes = 2 * sizeof(double);
+constexpr int64_t kHeaderBytes = 3 * sizeof(double);  // arrival, bytes, values inline
 constexpr int64_t kInlineBytes = 64 << 10;
 constexpr auto kLaneGrace = std::chrono::milliseconds(2);
 
@@ -699,10 +766,11 @@ void ProcessGroupNeuron::settle_sends(int peer, int tag, const std::shared_ptr<P
     if (!send) return;
     if (!send->settled) {
       const uint64_t wanted = send->wanted->get();
-      if (wanted > static_cast<uint64_t>(kInlineBytes)) {  // the receiver posted a bulk receive
+      // A receiver posted a bulk receive if it holds more than kInlineBytes and moves data.
+      if (send->moves_data && wanted > static_cast<uint64_t>(kInlineBytes)) {
         std::vector<at::Tensor> bulk{wanted == send->bytes ? send->bulk
                                                            : at::zeros({1}, at::kByte)};
-        gloo_->send(bulk, peer, tag | kBulkTagBit)->wait();
+        gloo_->send(bulk, gloo_rank(peer), tag | kBulkTagBit)->wait();
       }
       send->settled = true;
     }
@@ -722,30 +790,46 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
   const double arrival = std::max(
       current_queue(device->index()).now_ns(),
       queue_of(collective_stream(device->index(), stream_slot_ + 1)).now_ns());
-  // Note [Point-to-point sizes].
+  const auto send_stream = collective_stream(device->index(), stream_slot_ + 1);
+  const int peer = gloo_rank(dst_rank);
+  if (peer < 0) {  // a virtual rank (Note [Virtual world]): timed, nothing to send
+    const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival, true);
+    return c10::make_intrusive<NeuronWork>(getRank(), OpType::SEND, tensors, send_stream, end);
+  }
+  // Note [Point-to-point sizes]. In predict-only mode only the header travels, unless the
+  // tensor's values are known and fit inline (Note [Known values in predict-only mode]).
   auto pending = std::make_shared<PendingSend>();
   pending->bytes = bytes;
+  pending->moves_data = execution_enabled();
+  const bool with_values = !pending->moves_data && bytes <= static_cast<uint64_t>(kInlineBytes) &&
+                           values_known(tensors[0]);
   std::vector<at::Tensor> wanted{at::empty({1}, at::kDouble)};
-  pending->wanted = std::make_shared<SharedSize>(gloo_->recv(wanted, dst_rank, tag | kSizeTagBit),
+  pending->wanted = std::make_shared<SharedSize>(gloo_->recv(wanted, peer, tag | kSizeTagBit),
                                                  wanted[0]);
   auto staging = std::make_shared<HostStaging>();
   const at::Tensor data = as_bytes(staging->input(tensors[0]));
-  const bool inline_data = bytes <= static_cast<uint64_t>(kInlineBytes);
+  const bool inline_data = !pending->moves_data || bytes <= static_cast<uint64_t>(kInlineBytes);
+  const uint64_t inline_bytes = pending->moves_data || with_values ? bytes : 0;
   std::vector<at::Tensor> message{
-      at::empty({kHeaderBytes + (inline_data ? static_cast<int64_t>(bytes) : 0)}, at::kByte)};
+      at::empty({kHeaderBytes + (inline_data ? static_cast<int64_t>(inline_bytes) : 0)},
+                at::kByte)};
   auto* header = reinterpret_cast<double*>(message[0].data_ptr());
   header[0] = arrival;
   header[1] = static_cast<double>(bytes);
-  if (inline_data && bytes > 0) {
-    std::memcpy(message[0].data_ptr<uint8_t>() + kHeaderBytes, data.data_ptr(), bytes);
+  header[2] = with_values ? 1.0 : 0.0;
+  if (inline_data && inline_bytes > 0) {
+    std::memcpy(message[0].data_ptr<uint8_t>() + kHeaderBytes, data.data_ptr(), inline_bytes);
   } else if (!inline_data) {
     pending->bulk = data;
     pending->keep_alive = staging;
   }
   send_queues_.of(dst_rank, tag).push(pending);
-  auto message_work = gloo_->send(message, dst_rank, tag);
+  auto message_work = gloo_->send(message, peer, tag);
   // The sender's side ends once its bytes are on the link (the receiver buffers them).
+  std::optional<ComputeKnownValues> computing;
+  if (with_values) computing.emplace();
   const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival, true);
+  computing.reset();
   c10::intrusive_ptr<c10d::Work> lane_work;
   if (!inline_data) {
     // Its data goes out even if nobody waits for this send: the lane sends it unless wait()
@@ -782,8 +866,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
     return end;
   };
   return c10::make_intrusive<NeuronWork>(
-      getRank(), OpType::SEND, tensors, collective_stream(device->index(), stream_slot_ + 1),
-      std::move(message_work), finish, error_context(c10::str("send to rank ", dst_rank)));
+      getRank(), OpType::SEND, tensors, send_stream, std::move(message_work), finish,
+      error_context(c10::str("send to rank ", dst_rank)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
@@ -792,8 +876,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
   TORCH_CHECK(tensors.size() == 1, "neuron process group: recv takes one tensor");
   check_tag(tag, "recv");
   const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
-  const bool bulk = bytes > static_cast<uint64_t>(kInlineBytes);
   const double arrival = arrival_ns(*device);
+  const auto stream = collective_stream(device->index(), stream_slot_);
+  if (type == OpType::RECV && gloo_rank(peer) < 0) {
+    // From a virtual rank (Note [Virtual world]): it sends when this rank arrives.
+    const double end = charge_transfer(*device, "c10d::recv", bytes, peer, arrival, false);
+    return c10::make_intrusive<NeuronWork>(getRank(), type, tensors, stream, end);
+  }
+  TORCH_CHECK(type == OpType::RECV || std::find(gloo_ranks_.begin(), gloo_ranks_.end(), -1) ==
+                                          gloo_ranks_.end(),
+              "recv from any source is not supported in a virtual world (the sender could be a "
+              "virtual rank); name the source rank");
+  // In predict-only mode only the header travels (Note [Point-to-point sizes]).
+  const bool moves_data = execution_enabled();
+  const bool bulk = moves_data && bytes > static_cast<uint64_t>(kInlineBytes);
   auto staging = std::make_shared<HostStaging>();
   const at::Tensor data = as_bytes(staging->output(tensors[0]));
   std::vector<at::Tensor> inbox{at::empty({kHeaderBytes + kInlineBytes}, at::kByte)};
@@ -802,19 +898,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
   // rank's size and the bulk receive wait for the header, which names the sender.
   c10::intrusive_ptr<c10d::Work> inbox_work, bulk_work, size_work;
   if (type == OpType::RECV) {
-    inbox_work = gloo_->recv(inbox, peer, tag);
+    inbox_work = gloo_->recv(inbox, gloo_rank(peer), tag);
     if (bulk) {
       std::vector<at::Tensor> into{data};
-      bulk_work = gloo_->recv(into, peer, tag | kBulkTagBit);
+      bulk_work = gloo_->recv(into, gloo_rank(peer), tag | kBulkTagBit);
     }
-    size_work = gloo_->send(mine, peer, tag | kSizeTagBit);
+    size_work = gloo_->send(mine, gloo_rank(peer), tag | kSizeTagBit);
   } else {
     inbox_work = gloo_->recvAnysource(inbox, tag);
   }
   // NeuronWork waits for `inbox_work` before `finish`; a Gloo receive must not be waited for
   // twice (the second wait blocks for another message).
   auto finish = [this, device, inbox, data, mine, staging, inbox_work, bulk_work, size_work,
-                 known = type == OpType::RECV, bulk, bytes, arrival, peer, tag]() mutable {
+                 known = type == OpType::RECV, bulk, moves_data, bytes, arrival, peer, tag,
+                 received = tensors[0]]() mutable {
     const int src = known ? peer : inbox_work->sourceRank();
     if (known) {
       size_work->wait();
@@ -828,19 +925,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
     const auto* header = reinterpret_cast<const double*>(inbox[0].data_ptr());
     const double sent_at = header[0];
     const auto sent = static_cast<uint64_t>(header[1]);
+    const bool with_values = header[2] != 0.0 && !data.is_meta();
     if (bulk_work) bulk_work->wait();  // the data, or one byte when the sizes differ
     if (sent != bytes) size_mismatch(src, sent, getRank(), bytes);
-    if (!bulk && bytes > 0) {
+    if ((moves_data || with_values) && !bulk && bytes > 0) {
       std::memcpy(data.data_ptr(), inbox[0].data_ptr<uint8_t>() + kHeaderBytes, bytes);
     }
     staging->finish();
-    return charge_transfer(*device, "c10d::recv", bytes, src, std::max(sent_at, arrival),
-                           false);
+    std::optional<ComputeKnownValues> computing;
+    if (with_values) computing.emplace();
+    const double end = charge_transfer(*device, "c10d::recv", bytes, src,
+                                       std::max(sent_at, arrival), false);
+    if (with_values) mark_values_known(received);
+    return end;
   };
   const std::string peer_name = peer >= 0 ? c10::str("rank ", peer) : "any rank";
-  return c10::make_intrusive<NeuronWork>(getRank(), type, tensors,
-                                         collective_stream(device->index(), stream_slot_),
-                                         inbox_work, finish,
+  return c10::make_intrusive<NeuronWork>(getRank(), type, tensors, stream, inbox_work, finish,
                                          error_context("receive from " + peer_name));
 }
 

@@ -13,7 +13,10 @@
 //   end   = start + trnsim::collective_cost(op, bytes, where the group's cores sit).
 // Every rank computes the same start and cost, so clocks agree across ranks and a late rank
 // delays everyone, as on hardware. CPU tensors go to Gloo unchanged and cost no device time
-// (to a Gloo group of their own: Note [CPU tensors in a group of their own]).
+// (to a Gloo group of their own: Note [CPU tensors in a group of their own]). In predict-only
+// mode (Note [Predict-only execution]) collectives agree and are charged the same, but no data
+// moves: neuron tensors hold no values. In a virtual world (Note [Virtual world]) the Gloo
+// groups hold only the ranks that run as processes.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -37,12 +40,14 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // `gloo` is a ProcessGroupGloo over the same ranks that moves neuron tensors' bytes;
   // `cpu_gloo` another one for calls on CPU tensors only, or null to use `gloo` for those too
   // (Note [CPU tensors in a group of their own]); `node` is the simulated instance this
-  // process sits on (torchrun's GROUP_RANK). Exchanges every rank's NeuronCore with the group
-  // and raises if a rank has no core or two ranks claim the same one.
+  // process sits on (torchrun's GROUP_RANK); `global_ranks` the world ranks of the group's
+  // ranks (empty: the world). Exchanges every rank's NeuronCore with the group and raises if a
+  // rank has no core or two ranks claim the same one. In a virtual world the Gloo groups hold
+  // the group's running ranks only and the places are where torchrun would put each rank.
   ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
                      c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size,
                      std::chrono::milliseconds timeout, std::string group_name,
-                     c10::DeviceIndex device, int node);
+                     c10::DeviceIndex device, int node, std::vector<int> global_ranks = {});
 
   const std::string getBackendName() const override { return "neuron"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -136,6 +141,10 @@ class ProcessGroupNeuron final : public c10d::Backend {
                          double start_ns, bool sending);
   // This rank's arrival on `device`: the later of its current and collective streams.
   double arrival_ns(c10::Device device);
+  // The rank of group rank `r` in gloo_, or -1 for a virtual rank (Note [Virtual world]).
+  int gloo_rank(int r) const { return gloo_ranks_[r]; }
+  // Where each rank sits and which Gloo rank it is, in a virtual world.
+  void join_virtual_world();
   std::string error_context(const std::string& op) const;
   // "1, 3": the group's ranks on this machine whose processes have exited.
   std::string exited_ranks() const;
@@ -150,13 +159,20 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // CUDA users; for a group whose CPU tensors another backend takes ("cpu:gloo,neuron:neuron")
   // torch_neuron.distributed passes no CPU group and cpu_ is gloo_.
   c10::intrusive_ptr<c10d::Backend> cpu_;
+  // The Gloo group under cpu_ (cpu_ itself, or SpmdCpuBackend's in a virtual world).
+  c10::intrusive_ptr<c10d::Backend> cpu_gloo_;
+  // What moves neuron tensors' bytes in collectives: gloo_, or the SPMD rule for a group with
+  // virtual ranks (Note [Virtual world]).
+  c10::intrusive_ptr<c10d::Backend> data_;
   std::chrono::milliseconds timeout_;
   std::string group_name_;
   c10::DeviceIndex device_;
   int node_;
   int stream_slot_;  // this group's collective stream slot; slot + 1 is its send stream
   std::vector<trnsim::RankPlace> places_;
-  std::vector<int64_t> pids_;  // per rank; -1 for ranks on other machines
+  std::vector<int64_t> pids_;  // per rank; -1 for ranks on other machines or virtual
+  std::vector<int> global_ranks_;  // per group rank, its world rank
+  std::vector<int> gloo_ranks_;    // per group rank, its rank in gloo_; -1: virtual
   SendQueues send_queues_;
   // Last, so that it is destroyed first: its threads use gloo_ and send_queues_.
   std::unique_ptr<SendLanes> lanes_ = std::make_unique<SendLanes>();

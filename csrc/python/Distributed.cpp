@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "distributed/ProcessGroupNeuron.h"
+#include "distributed/VirtualWorld.h"
 #include "python/Distributed.h"
 
 namespace py = pybind11;
@@ -45,22 +46,12 @@ py::dict collective_cost(const std::string& op, uint64_t bytes,
 }
 
 // Where `ranks` ranks sit when torchrun starts `ranks_per_node` per instance of `instance`
-// (0: every NeuronCore of one instance):
-// rank r on instance r / ranks_per_node, device r % ranks_per_node, whose chip is its index over
-// the logical cores per chip. Predicts collectives without running them (nccom-test rows).
+// (torchrun_places): predicts collectives without running them (nccom-test rows).
 std::vector<std::pair<int, int>> collective_places(const std::string& instance, int ranks,
                                                    int ranks_per_node) {
-  const auto& spec = trnsim::find_instance(instance);
-  if (ranks_per_node == 0) ranks_per_node = spec.core_count();
-  if (ranks < 1 || ranks_per_node < 1 || ranks_per_node > spec.core_count()) {
-    throw py::value_error("collective placement needs ranks >= 1 and 1 <= ranks_per_node <= " +
-                          std::to_string(spec.core_count()) + " (the NeuronCores of " +
-                          instance + "); got ranks=" + std::to_string(ranks) +
-                          ", ranks_per_node=" + std::to_string(ranks_per_node));
-  }
   std::vector<std::pair<int, int>> places;
-  for (int r = 0; r < ranks; ++r) {
-    places.emplace_back(r / ranks_per_node, (r % ranks_per_node) / spec.logical_cores_per_chip);
+  for (const auto& p : torchrun_places(trnsim::find_instance(instance), ranks, ranks_per_node)) {
+    places.emplace_back(p.node, p.chip);
   }
   return places;
 }
@@ -75,14 +66,14 @@ void bind_distributed(py::module& m) {
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo,
                        const std::optional<c10::intrusive_ptr<c10d::Backend>>& cpu_gloo, int rank,
                        int size, std::chrono::milliseconds timeout, std::string group_name,
-                       int device, int node) {
+                       int device, int node, std::vector<int> global_ranks) {
              return c10::make_intrusive<ProcessGroupNeuron>(
                  gloo, cpu_gloo.value_or(nullptr), rank, size, timeout, std::move(group_name),
-                 device, node);
+                 device, node, std::move(global_ranks));
            }),
            py::arg("gloo"), py::arg("cpu_gloo"), py::arg("rank"), py::arg("size"),
-           py::arg("timeout"),
-           py::arg("group_name"), py::arg("device"), py::arg("node"),
+           py::arg("timeout"), py::arg("group_name"), py::arg("device"), py::arg("node"),
+           py::arg("global_ranks") = std::vector<int>{},
            py::call_guard<py::gil_scoped_release>())
       // dist.split_group deep-copies the parent's `options` when given none; c10d's Options
       // cannot be copied from Python, and None makes the C++ split take this group's own.
@@ -93,6 +84,16 @@ void bind_distributed(py::module& m) {
         for (const auto& p : pg.places()) out.emplace_back(p.node, p.chip);
         return out;
       });
+  // The global ranks that run as processes in this process's virtual world, or None.
+  m.def("_virtual_running_ranks", torch::wrap_pybind_function([]() -> std::optional<std::vector<int>> {
+          const VirtualWorld* world = virtual_world();
+          if (!world) return std::nullopt;
+          std::vector<int> ranks;
+          for (int r = 0; r < world->size; ++r) {
+            if (world->running[r]) ranks.push_back(r);
+          }
+          return ranks;
+        }));
   m.def("_collective_cost", torch::wrap_pybind_function(&collective_cost), py::arg("op"),
         py::arg("bytes"), py::arg("places"), py::arg("instance"));
   m.def("_collective_places", torch::wrap_pybind_function(&collective_places),

@@ -36,6 +36,9 @@ const std::vector<Spec>& build_table() {
       {"TORCH_NEURON_INJECT_FAULT", Type::Text, "", "",
        "<kind>:<device>:<launch>, e.g. hbm_ue:1:500: that launch fails with the Neuron "
        "runtime's status (torch_neuron.inject_fault)"},
+      {"TORCH_NEURON_VIRTUAL_RANKS", Type::Text, "", "",
+       "a virtual world: the global ranks that run as processes, e.g. '0' or '0,128'; the "
+       "other ranks of WORLD_SIZE are virtual (set by `python -m torch_neuron run --virtual`)"},
       // The Neuron runtime's.
       {"NEURON_RT_VISIBLE_CORES", Type::Text, "", "",
        "NeuronCores the process sees: '2', '0-3' or '0,2-3'; neuron:i is the i-th"},
@@ -71,6 +74,8 @@ const std::vector<Spec>& build_table() {
        "rank on its node: the process starts on neuron:LOCAL_RANK when that core is visible"},
       {"WORLD_SIZE", Type::Int, "", "", "number of ranks (in the distributed report)"},
       {"GROUP_RANK", Type::Int, "", "", "node rank: which simulated instance the rank sits on"},
+      {"LOCAL_WORLD_SIZE", Type::Int, "", "",
+       "ranks per node: where a virtual world's ranks sit (rank r on instance r / it)"},
       {"TORCHELASTIC_RESTART_COUNT", Type::Int, "", "",
        "restart attempt: process-group store keys carry it so a restart never meets the last "
        "attempt's addresses"},

@@ -35,13 +35,12 @@ def _node() -> int:
 _cpu_taken_elsewhere = contextvars.ContextVar("torch_neuron_cpu_taken_elsewhere", default=False)
 
 
-def _gloo_group(store, options):
-    gloo = dist.ProcessGroupGloo(store, options.group_rank, options.group_size, options.timeout)
+def _gloo_group(store, options, rank, size, global_ranks):
+    gloo = dist.ProcessGroupGloo(store, rank, size, options.timeout)
     # As c10d does for the Gloo groups it makes, but never empty: ProcessGroupGloo.split maps
     # ranks through this list, and an empty one is only read as "the world" for the process's
     # first Gloo group (a second one, the CPU group, would crash on split).
-    gloo.options.global_ranks_in_group = (list(options.global_ranks_in_group)
-                                          or list(range(options.group_size)))
+    gloo.options.global_ranks_in_group = global_ranks
     gloo.options.group_name = options.group_id
     return gloo
 
@@ -49,16 +48,25 @@ def _gloo_group(store, options):
 def _create_backend(options, pg_options):
     """c10d's creator (extended API): a ProcessGroupNeuron over a Gloo group of the same ranks,
     with a second Gloo group for calls on CPU tensors (Note [CPU tensors in a group of their
-    own]) unless the group gives CPU tensors to another backend."""
+    own]) unless the group gives CPU tensors to another backend. In a virtual world (Note
+    [Virtual world]) the Gloo groups hold only the group's ranks that run as processes."""
     # torchrun keeps its store across restarts (--max-restarts), so a restarted job would find
     # the dead attempt's Gloo addresses under the same keys and fail to connect: key by attempt.
     attempt = _C._setting("TORCHELASTIC_RESTART_COUNT") or 0
     store = dist.PrefixStore(f"neuron_attempt_{attempt}", options.store)
-    gloo = _gloo_group(store, options)
+    global_ranks = list(options.global_ranks_in_group) or list(range(options.group_size))
+    members, rank = global_ranks, options.group_rank
+    running = _C._virtual_running_ranks()
+    if running is not None:
+        members = [r for r in global_ranks if r in set(running)]
+        rank = members.index(global_ranks[options.group_rank])
+    gloo = _gloo_group(store, options, rank, len(members), members)
     cpu = None if _cpu_taken_elsewhere.get() else _gloo_group(dist.PrefixStore("cpu", store),
-                                                              options)
+                                                              options, rank, len(members),
+                                                              members)
     return _C._ProcessGroupNeuron(gloo, cpu, options.group_rank, options.group_size,
-                                  options.timeout, options.group_id, _rank_device(), _node())
+                                  options.timeout, options.group_id, _rank_device(), _node(),
+                                  global_ranks)
 
 
 def _neuron_is_the_accelerator() -> bool:
@@ -131,6 +139,9 @@ def _register() -> None:
     ddp = torch.nn.parallel.DistributedDataParallel
     if not getattr(ddp._check_comm_hook, "_torch_neuron_bf16_hooks", False):
         ddp._check_comm_hook = _allow_bf16_hooks(ddp._check_comm_hook)
+    from torch_neuron.distributed import predict_only
+
+    predict_only.install()
 
 
 def collective_cost(op: str, nbytes: int, group=None) -> dict:

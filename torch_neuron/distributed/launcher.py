@@ -140,8 +140,10 @@ def agent_command(nproc: int, nnodes: int, node: int, port: int, log_dir: str, r
             os.path.abspath(script), "--", *script_args]
 
 
-def agent_environment(instance: str | None) -> dict[str, str]:
+def agent_environment(instance: str | None, execute: bool = True) -> dict[str, str]:
     env = dict(os.environ)
+    if not execute:
+        env["TORCH_NEURON_EXECUTE"] = "0"  # predict-only ranks: collectives move no data
     env["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
     env["MASTER_ADDR"] = "127.0.0.1"
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -228,7 +230,7 @@ def print_failure(failed: list[int], reports: list[dict], nproc: int, log_dir: s
 
 
 def launch(nproc: int, nnodes: int, script: str, script_args: list[str],
-           instance: str | None, trace: str | None) -> int:
+           instance: str | None, trace: str | None, execute: bool = True) -> int:
     """Runs the ranks, prints the report; returns the exit code (nonzero if a rank failed)."""
     world_size = nproc * nnodes
     workdir = tempfile.mkdtemp(prefix="torch_neuron_run_")
@@ -242,7 +244,7 @@ def launch(nproc: int, nnodes: int, script: str, script_args: list[str],
             commands = [agent_command(nproc, nnodes, node, port,
                                       os.path.join(log_dir, f"node{node}"), report_dir, script,
                                       script_args) for node in range(nnodes)]
-            start_agents(agents, commands, agent_environment(instance))
+            start_agents(agents, commands, agent_environment(instance, execute))
             codes = wait_for_agents(agents)
         except KeyboardInterrupt:
             print("\npython -m torch_neuron run: interrupted; stopping the ranks",

@@ -87,19 +87,27 @@ def predicted_time_ns(reports: list[dict]) -> float:
             - min(r["start_ns"] for r in records))
 
 
-def summary(reports: list[dict], world_size: int) -> str:
+def summary(reports: list[dict], world_size: int, running: list[int] | None = None,
+            nodes: int | None = None) -> str:
     """One report of all ranks: a row per rank (span, compute, communication, exposed
     communication, MFU, peak HBM), the collectives by (name, size), the top ops summed over
-    ranks and the CPU fallback ops summed over ranks. Ranks without a report are named."""
+    ranks and the CPU fallback ops summed over ranks. Ranks without a report are named. In a
+    virtual world `running` lists the ranks that ran (the others have no row) on `nodes`
+    instances."""
     by_rank = {report["rank"]: report for report in reports}
     info = reports[0]["instance"] if reports else _C._instance_info()
-    nodes = len({report["node"] for report in reports}) or 1
+    nodes = nodes or len({report["node"] for report in reports}) or 1
+    virtual = ""
+    if running is not None:
+        virtual = (f"; a virtual world: rank{'s' if len(running) > 1 else ''} "
+                   f"{', '.join(map(str, running))} ran (predict-only), "
+                   f"{world_size - len(running)} virtual")
     lines = [f"Simulated {info['name']} ({info['chip']}, {info['core_version']}): {world_size} "
              f"rank{'s' if world_size != 1 else ''} on {nodes} instance{'s' if nodes != 1 else ''}"
-             f", predicted time {predicted_time_ns(reports) / 1e3:.1f} us", "",
+             f", predicted time {predicted_time_ns(reports) / 1e3:.1f} us{virtual}", "",
              f"{'rank':>4}  {'device':<10}{'node':>4}{'span (us)':>12}{'compute (us)':>14}"
              f"{'comm (us)':>12}{'exposed comm (us)':>19}{'MFU':>7}{'peak HBM (MiB)':>16}"]
-    for rank in range(world_size):
+    for rank in running if running is not None else range(world_size):
         report = by_rank.get(rank)
         if report is None:
             lines.append(f"{rank:>4}  (no report: the rank was stopped or crashed)")
@@ -111,6 +119,11 @@ def summary(reports: list[dict], world_size: int) -> str:
                      f"{row['communication_ns'] / 1e3:>12.1f}"
                      f"{row['exposed_communication_ns'] / 1e3:>19.1f}{row['mfu']:>7.1%}"
                      f"{row['peak_hbm'] / 2**20:>16.1f}{failed}")
+    peaks = [rank_row(report)["peak_hbm"] for report in reports]
+    capacity = info.get("hbm_bytes_per_core", 0)
+    if peaks and capacity:
+        fits = "every rank's peak fits" if max(peaks) <= capacity else "a rank's peak does NOT fit"
+        lines.append(f"HBM per NeuronCore: {capacity / 2**30:.1f} GiB ({fits})")
 
     records = [r for report in reports for r in report["records"]]
     lines += ["", "Collectives (size per call; time and busbw are means over calls and ranks)"]

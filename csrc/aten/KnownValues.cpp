@@ -1,0 +1,84 @@
+#include "aten/KnownValues.h"
+
+#include <ATen/core/ivalue.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/HostView.h"
+
+namespace torch_neuron {
+namespace {
+
+thread_local bool computing = false;
+
+std::mutex& known_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// storage -> its bytes when marked (a StorageImpl reused for other bytes is not known)
+std::unordered_map<const c10::StorageImpl*, const void*>& known() {
+  static std::unordered_map<const c10::StorageImpl*, const void*> map;
+  return map;
+}
+
+// Whether the map may hold anything: charge() checks it without the lock.
+std::atomic<bool> any_known{false};
+
+}  // namespace
+
+ComputeKnownValues::ComputeKnownValues() : previous_(computing) { computing = true; }
+ComputeKnownValues::~ComputeKnownValues() { computing = previous_; }
+bool computing_known_values() { return computing; }
+
+void mark_values_known(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return;
+  std::lock_guard<std::mutex> lock(known_mutex());
+  known()[t.storage().unsafeGetStorageImpl()] = t.storage().data();
+  any_known.store(true, std::memory_order_relaxed);
+}
+
+bool values_known(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || !any_known.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(known_mutex());
+  const auto it = known().find(t.storage().unsafeGetStorageImpl());
+  return it != known().end() && it->second == t.storage().data();
+}
+
+void forget_known_values() {
+  if (!any_known.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(known_mutex());
+  known().clear();
+  any_known.store(false, std::memory_order_relaxed);
+}
+
+bool small_and_known(c10::ArrayRef<c10::IValue> values) {
+  uint64_t bytes = 0;
+  bool any = false;
+  auto check = [&](const at::Tensor& t) {
+    if (!t.defined() || !on_neuron(t)) return true;
+    any = true;
+    bytes += t.nbytes();
+    return bytes <= kKnownValuesMaxBytes && values_known(t);
+  };
+  for (const auto& value : values) {
+    if (value.isTensor()) {
+      if (!check(value.toTensor())) return false;
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList().vec()) {
+        if (!check(t)) return false;
+      }
+    } else if (value.isOptionalTensorList()) {
+      for (std::optional<at::Tensor> t : value.toOptionalTensorList()) {
+        if (t.has_value() && !check(*t)) return false;
+      }
+    }
+  }
+  return any;
+}
+
+}  // namespace torch_neuron

@@ -1,0 +1,124 @@
+"""The virtual world (`python -m torch_neuron run --virtual`, Note [Virtual world]) and
+predict-only distributed jobs (`--no-execute` with `--nproc-per-node`).
+
+The reference for a virtual world is the same job with every rank a process: at 4 ranks, every
+parallelism (DDP, ZeRO-1, FSDP2 with mixed precision, TP, FSDP+TP, a pipeline with FSDP)
+predicts the same step time and the same collectives run as a virtual world as when every rank
+runs; the reference for a predict-only job is the same job computing. A job whose ranks do
+unequal work shows what the SPMD assumption misses."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_process_group
+
+WORKERS = os.path.join(os.path.dirname(__file__), "workers")
+JOBS = os.path.join(WORKERS, "virtual_jobs_worker.py")
+REPORT = "torch_neuron report"
+TIMEOUT = 150
+
+
+def launch(*args, timeout=TIMEOUT):
+    result = run_process_group([sys.executable, "-m", "torch_neuron", "run", *args],
+                               timeout=timeout)
+    assert result.returncode == 0, (f"exit {result.returncode}\nstdout:\n{result.stdout}\n"
+                                    f"stderr:\n{result.stderr}")
+    return result.stdout
+
+
+def job_lines(stdout):
+    """rank -> the JOB record the worker printed (ranks' lines may run together)."""
+    jobs = [json.loads(m) for m in re.findall(r"JOB (\{[^{}]*\})", stdout)]
+    return {job["rank"]: job for job in jobs}
+
+
+def collectives(stdout):
+    """(name, size, ranks, calls per rank) -> mean time in us, from the report's table."""
+    section = stdout[stdout.index(REPORT):].split("Collectives (")[1].split("\n\n")[0]
+    rows = {}
+    for line in section.splitlines()[2:]:
+        name, size, unit, ranks, calls, time_us = line.split()[:6]
+        rows[(name, size + unit, ranks, calls)] = float(time_us)
+    return rows
+
+
+def assert_within(actual, expected, rel, what):
+    assert abs(actual - expected) <= rel * expected, f"{what}: {actual} vs {expected}"
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("job, run_ranks", [("ddp", "0"), ("zero1", "0"), ("fsdp", "0"),
+                                            ("tp", "0"), ("fsdp_tp", "0"), ("pipe", "0,2")])
+def test_virtual_world_predicts_what_every_rank_running_predicts(job, run_ranks):
+    real = launch("--nproc-per-node", "4", "--no-execute", JOBS, "--job", job)
+    virtual = launch("--nproc-per-node", "4", "--virtual", "--run-ranks", run_ranks, JOBS,
+                     "--job", job)
+    real_jobs, virtual_jobs = job_lines(real), job_lines(virtual)
+    assert sorted(real_jobs) == [0, 1, 2, 3]
+    assert sorted(virtual_jobs) == [int(r) for r in run_ranks.split(",")]
+    for rank, record in virtual_jobs.items():
+        assert record["world"] == 4
+        assert_within(record["step_us"], real_jobs[rank]["step_us"], 0.01, f"{job} rank {rank}")
+    real_rows, virtual_rows = collectives(real), collectives(virtual)
+    assert real_rows.keys() == virtual_rows.keys()
+    for key, time_us in virtual_rows.items():
+        assert_within(time_us, real_rows[key], 0.01, f"{job} {key}")
+
+
+def test_virtual_world_of_64_ranks_on_two_instances():
+    """One process of a 64-rank DDP job on 2 trn1.32xlarge: the world it sees, object and CPU
+    collectives by the SPMD rule, gradient all-reduces timed for 64 ranks across EFA."""
+    out = launch("--nnodes", "2", "--nproc-per-node", "32", "--instance", "trn1.32xlarge",
+                 "--virtual", "--run-ranks", "33", os.path.join(WORKERS, "virtual_world_worker.py"))
+    seen = json.loads(next(l[6:] for l in out.splitlines() if l.startswith("WORLD ")))
+    assert seen["world"] == 64 and seen["rank"] == 33 and seen["device"] == "neuron:1"
+    assert seen["objects"] == [{"from": 33}] * 64  # every rank holds what rank 33 holds
+    assert seen["cpu_sum"] == [64.0, 128.0] and seen["cpu_max"] == [1.0, 2.0]
+    assert seen["mesh_groups"] == {"dp": 2, "tp": 32}
+    rows = collectives(out)
+    reduces = [key for key in rows if key[0] == "c10d::all_reduce"]
+    assert reduces and all(key[2] == "64" for key in reduces)
+    # Timed for the whole group where torchrun puts it: both instances, so EFA.
+    assert "64 ranks on 2 instances" in out and "/ EFA" in out
+    assert "ranks 33 ran" in out or "rank 33 ran" in out
+
+
+def test_no_execute_job_predicts_what_the_computing_job_predicts():
+    computed = job_lines(launch("--nproc-per-node", "2", JOBS, "--job", "fsdp"))
+    predicted = job_lines(launch("--nproc-per-node", "2", "--no-execute", JOBS, "--job", "fsdp"))
+    for rank in (0, 1):
+        assert_within(predicted[rank]["step_us"], computed[rank]["step_us"], 1e-9, f"rank {rank}")
+
+
+@pytest.mark.extended
+def test_imbalanced_job_shows_what_the_spmd_assumption_misses():
+    """Rank 1 does extra work before each step: with every rank running, rank 0 waits for it at
+    the first gradient all-reduce; in a virtual world where only rank 0 runs, nobody is late."""
+    real = job_lines(launch("--nproc-per-node", "4", "--no-execute", JOBS, "--job", "ddp",
+                            "--imbalance"))
+    virtual = job_lines(launch("--nproc-per-node", "4", "--virtual", JOBS, "--job", "ddp",
+                               "--imbalance"))
+    balanced = job_lines(launch("--nproc-per-node", "4", "--virtual", JOBS, "--job", "ddp"))
+    assert virtual[0]["step_us"] == pytest.approx(balanced[0]["step_us"], rel=1e-9)
+    assert real[0]["step_us"] > 1.5 * virtual[0]["step_us"]
+    # Rank 1 itself sees its extra work in both worlds.
+    assert real[1]["step_us"] == pytest.approx(real[0]["step_us"], rel=0.05)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--virtual", "x.py"], "give its size with --nproc-per-node"),
+    (["--nproc-per-node", "4", "--run-ranks", "1", "x.py"], "--run-ranks needs --virtual"),
+    (["--nproc-per-node", "4", "--virtual", "--run-ranks", "4", "x.py"],
+     "'4' is not a rank of the 4 ranks"),
+    (["--nproc-per-node", "4", "--virtual", "--run-ranks", "1,1", "x.py"], "names a rank twice"),
+])
+def test_bad_virtual_world_arguments_are_refused(tmp_path, args, message):
+    (tmp_path / "x.py").write_text("")
+    result = subprocess.run([sys.executable, "-m", "torch_neuron", "run", *args], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr

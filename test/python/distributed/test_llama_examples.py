@@ -9,7 +9,8 @@ bf16 autocast a rowwise-parallel projection rounds each rank's partial product t
 the all-reduce where one device rounds the whole sum once (measured: 1e-5 relative). The
 check still tells the weights apart: another seed's initial loss differs by 5e-4 relative.
 
-Times (idle 2-core machine): the one-process run 5 s; each 2-rank launch 10-20 s (extended).
+Times (2-core machine): the one-process run 5-10 s; each 2-rank launch 10-30 s, each 4-rank
+launch 15-25 s; all extended.
 """
 
 import os
@@ -93,9 +94,14 @@ def test_pretrain_one_process(one_process):
     assert rank == "0" and hbm_bytes(size) >= 16 * total and fits == "fits", (total, out)
 
 
+@pytest.fixture(scope="module")
+def tensor_parallel():  # 10-20 s
+    return run(PRETRAIN, "--tp", "2", ranks=2)
+
+
 @pytest.mark.extended  # a 2-rank launch (module docstring)
-def test_pretrain_tensor_parallel_matches_one_process(one_process):
-    out = run(PRETRAIN, "--tp", "2", ranks=2)
+def test_pretrain_tensor_parallel_matches_one_process(one_process, tensor_parallel):
+    out = tensor_parallel
     assert "2 ranks = tp 2 x pp 1 x dp 1" in out, out
     torch.testing.assert_close(torch.tensor(losses(out), dtype=torch.float64),
                                torch.tensor(losses(one_process), dtype=torch.float64),
@@ -112,6 +118,17 @@ def test_pretrain_pipeline_and_zero1_match_one_process(one_process, layout, args
     assert layout in out, out
     assert losses(out) == losses(one_process)
     assert THROUGHPUT.search(out), out
+
+
+@pytest.mark.extended  # 4 ranks, 15-25 s each
+@pytest.mark.parametrize("layout, args", [("tp 2 x pp 2 x dp 1", ["--pp", "2"]),
+                                          ("tp 2 x pp 1 x dp 2 (zero1)", [])])
+def test_pretrain_3d_layouts_match_tensor_parallel(tensor_parallel, layout, args):
+    """Pipeline stages and ZeRO-1 on top of TP=2 add no rounding of their own: the losses
+    are the 2-rank TP run's, bit for bit (measured: equal)."""
+    out = run(PRETRAIN, "--tp", "2", *args, ranks=4)
+    assert layout in out, out
+    assert losses(out) == losses(tensor_parallel)
 
 
 @pytest.mark.extended  # a 2-rank launch (module docstring)

@@ -14,7 +14,8 @@ std::atomic<bool> observed{false};
 std::mutex observer_mutex;
 std::shared_ptr<const TraceObserver> observer;  // guarded by observer_mutex
 thread_local uint64_t thread_trace_tag = 0;
-std::atomic<int> clock_pauses{0};
+// Per thread (Note [Paused clocks]).
+thread_local int clock_pauses = 0;
 
 std::shared_ptr<const TraceObserver> current_observer() {
   std::lock_guard<std::mutex> lock(observer_mutex);
@@ -34,12 +35,10 @@ void set_trace_observer(TraceObserver f) {
 
 void pause_clocks() { ++clock_pauses; }
 void resume_clocks() {
-  if (clock_pauses.fetch_sub(1) <= 0) {
-    ++clock_pauses;
-    throw Error("resume_clocks() without a matching pause_clocks()");
-  }
+  if (clock_pauses <= 0) throw Error("resume_clocks() without a matching pause_clocks()");
+  --clock_pauses;
 }
-bool clocks_paused() { return clock_pauses.load(std::memory_order_relaxed) > 0; }
+bool clocks_paused() { return clock_pauses > 0; }
 
 void set_trace_tag(uint64_t tag) { thread_trace_tag = tag; }
 uint64_t trace_tag() { return thread_trace_tag; }
@@ -57,7 +56,7 @@ double Queue::launch(const std::string& name, const OpCost& cost, std::string de
 double Queue::launch(const std::string& name, const OpCost& cost, double duration_ns,
                      std::string detail) {
   if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
-  if (clock_pauses.load(std::memory_order_relaxed) > 0) return now_ns();
+  if (clock_pauses > 0) return now_ns();
   if (health_ != nullptr) health_->on_launch(device_);
   const bool tracing =
       tracing_.load(std::memory_order_relaxed) || global_tracing.load(std::memory_order_relaxed);

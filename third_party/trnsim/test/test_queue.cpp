@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "trnsim/error.h"
@@ -198,6 +199,23 @@ TEST(Queue, PausedClocksDoNotAdvance) {
   EXPECT_DOUBLE_EQ(q.launch("after", 5.0), 15.0);
   EXPECT_THROW(resume_clocks(), Error);
   EXPECT_FALSE(clocks_paused());
+}
+
+TEST(Queue, PausedClocksAreTheCallingThreads) {
+  Queue q(0, 0);
+  pause_clocks();
+  double other_finish = -1;
+  bool other_paused = true;
+  std::thread other([&] {
+    other_paused = clocks_paused();
+    other_finish = q.launch("another thread's work", 7.0);
+  });
+  other.join();
+  EXPECT_FALSE(other_paused);
+  EXPECT_DOUBLE_EQ(other_finish, 7.0);
+  EXPECT_DOUBLE_EQ(q.launch("hidden", 1000.0), 7.0);
+  resume_clocks();
+  EXPECT_DOUBLE_EQ(q.launch("after", 3.0), 10.0);
 }
 
 }  // namespace

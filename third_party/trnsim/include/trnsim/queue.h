@@ -45,9 +45,14 @@ bool tracing_enabled();
 using TraceObserver = std::function<void(const TraceRecord&)>;
 void set_trace_observer(TraceObserver observer);
 
-// Pausing the clocks: while paused (pauses nest), launched work advances no queue's clock and
-// makes no trace record; it is host work that is not the simulated program's (the tensors a
-// compiler makes for itself while a program compiles).
+// Note [Paused clocks]
+// Pausing the clocks: while paused (pauses nest), work the pausing thread launches advances no
+// queue's clock and makes no trace record; it is host work that is not the simulated
+// program's (the tensors a compiler makes for itself while a program compiles, an NKI
+// kernel's host copies of its operands). The pause belongs to the calling thread, not the
+// process: another thread's work, on any queue, is charged as usual meanwhile. Per thread
+// rather than per queue, because the work to hide is exactly what the pausing thread
+// launches, while a queue can be shared with threads whose work is the program's.
 void pause_clocks();
 void resume_clocks();
 bool clocks_paused();

@@ -71,26 +71,33 @@ std::string utilization_detail(const GraphRegion& g, const trnsim::ScheduleResul
 
 bool graph_open() { return region_open; }
 
-void open_graph(c10::DeviceIndex device, const std::string& name) {
+void open_graph(c10::DeviceIndex device, const std::string& name,
+                c10::ArrayRef<at::Tensor> inputs) {
   if (open_region) {
     ++open_region->depth;
     return;
   }
   open_region = std::make_unique<GraphRegion>(current_queue(resolve_device(device)), name);
   region_open = true;
+  std::vector<trnsim::Region> regions;
+  for (const at::Tensor& t : inputs) add_region(t, regions);
+  open_region->program.keep_in_hbm(regions);
 }
 
-double close_graph() {
+double close_graph(c10::ArrayRef<at::Tensor> outputs) {
   TORCH_CHECK(open_region, "close_graph() without an open graph region");
   if (--open_region->depth > 0) return 0;
   const std::unique_ptr<GraphRegion> g = std::move(open_region);
   region_open = false;
   if (g->program.ops() == 0) return 0;
+  std::vector<trnsim::Region> regions;
+  for (const at::Tensor& t : outputs) add_region(t, regions);
+  g->program.keep_in_hbm(regions);
   const trnsim::ScheduleResult result = g->program.schedule().run();
   trnsim::OpCost cost;
   cost.engine_ns = result.busy_ns;
   cost.flops = g->flops;
-  cost.set_bytes(system().instance(), g->bytes);
+  cost.set_bytes(system().instance(), g->bytes - g->program.sbuf_saved_bytes());
   const double duration = trnsim::kLaunchOverheadNs + result.makespan_ns;
   trnsim::Queue& queue = *g->queue;
   simulator_call([&] {

@@ -12,7 +12,9 @@
 // tiles it reads. Closing the region schedules the program (Note [Engine scheduler]) and
 // launches it once: the launch overhead once plus the makespan, one trace record named after
 // the graph whose engine times are each engine's busy time. An op whose tensors its charge does
-// not pass (a fill, a copy) orders against everything in the graph. Each op is still counted
+// not pass (a fill, a copy) orders against everything in the graph. The tensors the graph makes
+// and does not return stay on chip where they fit (Note [Intermediates in SBUF]), so the graph
+// moves fewer HBM bytes than its ops launched one by one. Each op is still counted
 // as executed. Eager execution is untouched: the only cost on its path is a thread-local check.
 #pragma once
 
@@ -40,11 +42,15 @@ struct Operands {
 };
 
 // Opens a graph region named `name` on `device`'s current stream for the calling thread.
-// Regions nest: an inner one (a subgraph) joins the outer one.
-void open_graph(c10::DeviceIndex device, const std::string& name);
-// Closes the innermost region; the outermost schedules and launches the graph. Returns the
-// launched duration in ns (0 for an inner region or a graph that charged nothing).
-double close_graph();
+// Regions nest: an inner one (a subgraph) joins the outer one. `inputs` are the graph's
+// inputs: they stay in HBM (Note [Intermediates in SBUF] in trnsim/schedule.h).
+void open_graph(c10::DeviceIndex device, const std::string& name,
+                c10::ArrayRef<at::Tensor> inputs = {});
+// Closes the innermost region; the outermost schedules and launches the graph. `outputs` are
+// the graph's outputs: they are written to HBM; the other tensors its ops make are
+// intermediates, kept in SBUF where they fit. Returns the launched duration in ns (0 for an
+// inner region or a graph that charged nothing).
+double close_graph(c10::ArrayRef<at::Tensor> outputs = {});
 // Whether this thread has a graph region open (the eager path's one check).
 bool graph_open();
 // Appends an op to the open region if it is on `queue`; false when it is not (then the caller

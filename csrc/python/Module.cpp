@@ -274,10 +274,16 @@ PYBIND11_MODULE(_C, m) {
         py::arg("sixteen_bit"), py::arg("detail"), py::arg("reads") = std::vector<at::Tensor>{},
         py::arg("writes") = std::vector<at::Tensor>{});
   // Compiled graphs as one scheduled launch (Note [Compiled graph schedule]).
-  m.def("_open_graph", wrap_pybind_function([](int device, const std::string& name) {
-          open_graph(static_cast<c10::DeviceIndex>(device), name);
-        }));
-  m.def("_close_graph", wrap_pybind_function([] { return close_graph(); }));
+  m.def("_open_graph",
+        wrap_pybind_function([](int device, const std::string& name,
+                                const std::vector<at::Tensor>& inputs) {
+          open_graph(static_cast<c10::DeviceIndex>(device), name, inputs);
+        }),
+        py::arg("device"), py::arg("name"), py::arg("inputs") = std::vector<at::Tensor>{});
+  m.def("_close_graph", wrap_pybind_function([](const std::vector<at::Tensor>& outputs) {
+          return close_graph(outputs);
+        }),
+        py::arg("outputs") = std::vector<at::Tensor>{});
   m.def("_pause_clocks", wrap_pybind_function(&trnsim::pause_clocks));
   m.def("_resume_clocks", wrap_pybind_function(&trnsim::resume_clocks));
   m.def("_execute_enabled", wrap_pybind_function(&execution_enabled));

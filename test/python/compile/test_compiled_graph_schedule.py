@@ -109,3 +109,28 @@ def test_compiled_graph_equals_cpu_and_is_reported():
         next(l for l in summary.splitlines() if l.startswith("Compiled graphs"))):]
         if line.startswith(graphs[0]))
     assert "TensorE" in summary and row.count("%") == 5
+
+
+def two_matmuls(x, w):
+    return torch.relu(x @ w) @ w
+
+
+@pytest.mark.extended  # one compile, about 5 s
+def test_intermediates_stay_in_sbuf_inputs_and_outputs_move_through_hbm(predicting):
+    """(x @ w).relu() @ w with x [256, 512] and w [512, 512] float32: eagerly, each op reads its
+    operands from HBM and writes its result there (x, w, h; h, r; r, w, y). As one compiled
+    graph, h and r are intermediates that fit in SBUF (Note [Intermediates in SBUF]): only x,
+    w twice (each matmul streams its weights) and the output y move through HBM."""
+    torch._dynamo.reset()
+    x = torch.empty(256, 512, device="neuron")
+    w = torch.empty(512, 512, device="neuron")
+    compiled_fn = torch.compile(two_matmuls, backend="neuron")
+    compiled_fn(x, w)
+    with torch_neuron.profiler.profile() as prof:
+        compiled_fn(x, w)
+        two_matmuls(x, w)
+    act, weight = 256 * 512 * 4, 512 * 512 * 4
+    (graph,) = [r for r in prof.records if r["name"].startswith("compiled graph")]
+    eager = sum(r["bytes"] for r in prof.records if not r["name"].startswith("compiled graph"))
+    assert eager == 6 * act + 2 * weight
+    assert graph["bytes"] == 2 * act + 2 * weight

@@ -356,24 +356,170 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 }
 
 OpProgram::OpProgram(const InstanceSpec& instance)
-    : schedule_(instance, instance.chip->dma_engines_per_core *
-                              instance.physical_cores_per_logical()),
+    : instance_(&instance),
       sbuf_buffers_(std::max<uint64_t>(
           1, instance.chip->sbuf_bytes_per_core *
                  static_cast<uint64_t>(instance.physical_cores_per_logical()) /
-                 (2 * kProgramTileBytes))) {}
+                 (2 * kProgramTileBytes))),
+      resident_capacity_(instance.chip->sbuf_bytes_per_core *
+                         static_cast<uint64_t>(instance.physical_cores_per_logical()) / 2),
+      schedule_(instance, instance.chip->dma_engines_per_core *
+                              instance.physical_cores_per_logical()) {}
 
 void OpProgram::add_op(const WorkTime& time, const std::vector<Region>* inputs,
                        const std::vector<Region>* outputs, const std::string& source) {
-  ++ops_;
-  const uint32_t tag = schedule_.source(source);
+  PendingOp op;
+  op.time = time;
+  op.known = inputs != nullptr && outputs != nullptr;
+  if (op.known) {
+    op.inputs = *inputs;
+    op.outputs = *outputs;
+  }
+  op.source = source;
+  charged_bytes_ += time.cost.bytes;
+  pending_.push_back(std::move(op));
+  built_ = false;
+}
+
+void OpProgram::keep_in_hbm(const std::vector<Region>& regions) {
+  kept_.insert(kept_.end(), regions.begin(), regions.end());
+  kept_known_ = true;
+  built_ = false;
+}
+
+Schedule& OpProgram::schedule() {
+  build();
+  return schedule_;
+}
+
+const Schedule& OpProgram::schedule() const {
+  build();
+  return schedule_;
+}
+
+uint64_t OpProgram::sbuf_saved_bytes() const {
+  build();
+  return saved_bytes_;
+}
+
+namespace {
+
+uint64_t overlap_bytes(const Region& a, const Region& b) {
+  if (a.space != b.space) return 0;
+  const uint64_t begin = std::max(a.begin, b.begin), end = std::min(a.end, b.end);
+  return end > begin ? end - begin : 0;
+}
+
+bool has_engine_work(const WorkTime& time) {
+  for (int e = 0; e < kComputeEngines; ++e) {
+    if (time.cost.engine_ns[e] > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<uint64_t> OpProgram::sbuf_savings() const {
+  // Pass 1: the tensors the program writes (Note [Intermediates in SBUF]): who writes each,
+  // which ops read how many of its bytes, and the last op that touches it.
+  struct Tensor {
+    Region region;
+    size_t writer;
+    size_t last_use;
+    bool kept;
+    bool resident = false;
+  };
+  struct Read {
+    size_t tensor;
+    uint64_t bytes;
+  };
+  const size_t n = pending_.size();
+  std::vector<Tensor> tensors;
+  std::vector<std::vector<Read>> reads(n);
+  std::vector<std::vector<size_t>> written(n);
+  std::vector<size_t> live;  // tensors not yet overwritten
+  for (size_t i = 0; i < n; ++i) {
+    const PendingOp& op = pending_[i];
+    if (!op.known) {  // may read anything from HBM, and overwrite it
+      for (size_t t : live) {
+        tensors[t].last_use = i;
+        tensors[t].kept = true;
+      }
+      live.clear();
+      continue;
+    }
+    for (const Region& r : op.inputs) {
+      for (size_t t : live) {
+        const uint64_t b = overlap_bytes(r, tensors[t].region);
+        if (b == 0) continue;
+        reads[i].push_back({t, b});
+        tensors[t].last_use = i;
+      }
+    }
+    for (const Region& w : op.outputs) {
+      if (w.end <= w.begin) continue;
+      live.erase(std::remove_if(live.begin(), live.end(),
+                                [&](size_t t) { return overlap_bytes(w, tensors[t].region) > 0; }),
+                 live.end());
+      const bool kept = !kept_known_ || std::any_of(kept_.begin(), kept_.end(), [&](const Region& k) {
+        return overlap_bytes(w, k) > 0;
+      });
+      written[i].push_back(tensors.size());
+      live.push_back(tensors.size());
+      tensors.push_back({w, i, i, kept});
+    }
+  }
+  // Pass 2: in program order, keep what fits beside the tensors resident then.
+  std::vector<std::vector<size_t>> ends(n);
+  for (size_t t = 0; t < tensors.size(); ++t) ends[tensors[t].last_use].push_back(t);
+  uint64_t used = 0;
+  std::vector<uint64_t> saved(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t t : written[i]) {
+      Tensor& tensor = tensors[t];
+      const uint64_t size = tensor.region.end - tensor.region.begin;
+      if (used + size > resident_capacity_) continue;
+      tensor.resident = true;
+      used += size;
+      if (!tensor.kept) saved[i] += size;
+    }
+    for (const Read& r : reads[i]) {
+      if (tensors[r.tensor].resident) saved[i] += r.bytes;
+    }
+    for (size_t t : ends[i]) {
+      if (tensors[t].resident) used -= tensors[t].region.end - tensors[t].region.begin;
+    }
+  }
+  return saved;
+}
+
+void OpProgram::build() const {
+  if (built_) return;
+  schedule_ = Schedule(*instance_, schedule_.dma_queues());
+  next_buffer_ = 0;
+  saved_bytes_ = 0;
+  const std::vector<uint64_t> saved = sbuf_savings();
+  for (size_t i = 0; i < pending_.size(); ++i) place(pending_[i], saved[i]);
+  built_ = true;
+}
+
+void OpProgram::place(const PendingOp& op, uint64_t saved) const {
+  const uint32_t tag = schedule_.source(op.source);
   OpRegions regions;
-  if (inputs == nullptr || outputs == nullptr) {
+  if (!op.known) {
     regions.whole_reads = {kEverything};
     regions.writes = {kEverything};
-    add_work(schedule_, time, regions, 1, tag);
+    add_work(schedule_, op.time, regions, 1, tag);
     return;
   }
+  WorkTime time = op.time;
+  if (saved > 0 && has_engine_work(time)) {
+    saved = std::min<uint64_t>(saved, time.cost.bytes);
+    time.cost.set_bytes(*instance_, time.cost.bytes - saved);
+    saved_bytes_ += saved;
+  }
+  const std::vector<Region>* inputs = &op.inputs;
+  const std::vector<Region>* outputs = &op.outputs;
   uint64_t largest = 0;
   for (const Region& r : *outputs) largest = std::max(largest, region_bytes(r));
   const int tiles = static_cast<int>(std::clamp<uint64_t>(

@@ -179,6 +179,25 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 //     output only: the write waits for every earlier access anyway, and reading it whole would
 //     chain each tile to the previous one;
 //   - an op whose operands are not known reads and writes everything (a barrier).
+//   - what the program keeps in SBUF moves no HBM bytes (Note [Intermediates in SBUF]).
+//
+// Note [Intermediates in SBUF]
+// A compiled program (a NEFF) keeps the tensors it makes in the state buffer (SBUF) and uses
+// HBM only for its inputs and outputs, its constants, and "temporary spills out of the state
+// buffer" when its working set does not fit (aws-neuron-sdk
+// neuron-runtime/explore/device-memory.rst, the scratchpad). So a tensor an op of the program
+// writes is an intermediate unless it overlaps a region declared with keep_in_hbm() (the
+// program's inputs, which it may update in place, and its outputs); in program order, an
+// intermediate stays in SBUF from the op that writes it to the last op that reads it when it
+// fits beside the others resident then (first come, first kept; the rest spill), and then:
+//   - its write moves no HBM bytes, and every read of it moves none for the bytes it overlaps;
+//   - a kept output (or input) is still written to HBM, but read back from SBUF.
+// Capacity: half of the core's SBUF (assumption: the other half holds the tiles streamed
+// from HBM, Note [Ops as tiles]'s ring). Only ops with engine work are reduced (a copy is a
+// transfer whatever it moves), never below zero bytes. An op of unknown operands may read
+// anything from HBM and overwrite it: the intermediates live across it are written back, their
+// residency ends there, and it saves nothing. The ops are turned
+// into instructions when the schedule is first asked for, once every region is known.
 constexpr uint32_t kSbufSpace = 1;  // the address space of OpProgram's SBUF buffers
 constexpr uint64_t kProgramTileBytes = kEngineLanes * kStreamTileElements * 4;
 constexpr int kMaxOpTiles = 256;
@@ -189,15 +208,41 @@ class OpProgram {
   // Appends one op (its time from time_of()); `inputs`/`outputs` null: unknown operands.
   void add_op(const WorkTime& time, const std::vector<Region>* inputs,
               const std::vector<Region>* outputs, const std::string& source);
-  Schedule& schedule() { return schedule_; }
-  const Schedule& schedule() const { return schedule_; }
-  size_t ops() const { return ops_; }
+  // Regions the program must leave in HBM: its inputs and outputs (Note [Intermediates in
+  // SBUF]). May be called before or after the ops are added. Until it is called, every
+  // tensor the program writes is kept (written back): only reads come from SBUF.
+  void keep_in_hbm(const std::vector<Region>& regions);
+  // The program as instructions (built on first use after an op or region is added).
+  Schedule& schedule();
+  const Schedule& schedule() const;
+  size_t ops() const { return pending_.size(); }
+  // HBM bytes the ops would move on their own, and what SBUF residency saved of them.
+  uint64_t charged_bytes() const { return charged_bytes_; }
+  uint64_t sbuf_saved_bytes() const;
 
  private:
-  Schedule schedule_;
+  struct PendingOp {
+    WorkTime time;
+    bool known = false;
+    std::vector<Region> inputs, outputs;
+    std::string source;
+  };
+  // Bytes each op saves by reading and writing intermediates in SBUF.
+  std::vector<uint64_t> sbuf_savings() const;
+  void build() const;
+  void place(const PendingOp& op, uint64_t saved) const;
+
+  const InstanceSpec* instance_;
   uint64_t sbuf_buffers_;
-  uint64_t next_buffer_ = 0;
-  size_t ops_ = 0;
+  uint64_t resident_capacity_;
+  std::vector<PendingOp> pending_;
+  std::vector<Region> kept_;
+  bool kept_known_ = false;
+  uint64_t charged_bytes_ = 0;
+  mutable Schedule schedule_;
+  mutable uint64_t next_buffer_ = 0;
+  mutable uint64_t saved_bytes_ = 0;
+  mutable bool built_ = false;
 };
 
 }  // namespace trnsim

@@ -5,7 +5,8 @@ Signatures follow the current NKI release's stub, aws-neuron-sdk `nki/api/nki/is
 cites that file's docstring of the instruction unless it says otherwise. Every instruction
 checks its operands, computes with NumPy in float32 (as the engines do; Note [Rounding to
 narrow floats] for the write to the destination dtype), writes its destination and appends one
-record to the kernel run (Note [Instruction records]).
+record to the kernel run (Note [Instruction records]); what they share, and what predict-only
+skips, is in instruction.py (Note [Predict-only instructions]).
 """
 
 from __future__ import annotations
@@ -16,234 +17,15 @@ import math
 import numpy as np
 
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
-                                     PartitionLimitError, PsumBankError, ShapeError,
-                                     TileSizeError, UninitializedReadError, UnsupportedError,
-                                     kernel_source_line)
-from torch_neuron.nki.ops import OPERATORS, REDUCTION_ALIASES, Operator, apply
-from torch_neuron.nki.records import InstructionRecord, Operand
+                                     PsumBankError, ShapeError, TileSizeError,
+                                     UninitializedReadError, UnsupportedError)
+from torch_neuron.nki.ops import OPERATORS, Operator, apply
 from torch_neuron.nki import tensor as _tensor_module
-from torch_neuron.nki.tensor import MemoryRegion, NkiTensor, current_run
-
-
-class engine(enum.Enum):
-    tensor = 1
-    vector = 5
-    scalar = 2
-    gpsimd = 3
-    dma = 4
-    sync = 6
-    unknown = 0
-
-
-tensor_engine, vector_engine, scalar_engine = engine.tensor, engine.vector, engine.scalar
-gpsimd_engine, unknown_engine = engine.gpsimd, engine.unknown
-
-
-class reduce_cmd(enum.Enum):
-    idle = 0
-    reset = 1
-    reduce = 2
-    reset_reduce = 3
-    load_reduce = 4
-
-
-class dge_mode(enum.Enum):
-    unknown = 0
-    swdge = 1
-    hwdge = 2
-    none = 3
-
-
-class oob_mode(enum.Enum):
-    error = 0
-    skip = 1
-
-
-class matmul_perf_mode(enum.Enum):
-    none = "none"
-    double_row = "double_row"
-
-
-class nc_version(enum.Enum):
-    gen2 = 2
-    gen3 = 3
-    gen4 = 4
-
-
-def get_nc_version() -> nc_version:
-    return nc_version(current_run("nisa.get_nc_version").target.nc_version)
-
-
-def get_nc_sub_version() -> int:
-    return 0
-
-
-_ENGINE_NAMES = {engine.tensor: "TensorE", engine.vector: "VectorE", engine.scalar: "ScalarE",
-                 engine.gpsimd: "GpSimdE"}
-
-
-# -- shared checks -------------------------------------------------------------------------------
-
-# Note [Predict-only instructions]
-# A kernel called on neuron tensors with execution off (torch_neuron.set_execute(False)) runs
-# every instruction's checks (shapes, partitions, tile sizes, memory spaces, dtypes, PSUM banks,
-# SBUF/PSUM capacity at allocation, reads of memory never written, the matmul accumulation
-# rule) and appends the same record as an executed run, so trnsim schedules the same program
-# and charges the same time (test_nki_predict_only.py checks record for record). What it skips
-# is the arithmetic: each instruction hands `_Instruction.write` a thunk computing its values,
-# which predict-only never calls (the destination is only marked written); `f32` returns a
-# zero-copy broadcast instead of converting the operand, and new tensors are not filled with
-# NaN. What stays is bookkeeping whose cost does not grow with the math: the written masks
-# (the uninitialized-read rule and `accumulate=None` need them) and the records. NKI control
-# flow never depends on tensor values (loops and indices are static), which is what makes
-# this exact; values the engines produce (the outputs) are unspecified.
-
-class _Instruction:
-    """The instruction being executed: its name, source line and operands, for errors and the
-    record."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.source = kernel_source_line()
-        self.run = current_run(f"nisa.{name}")
-        self.target = self.run.target
-        # Predict-only (Note [Predict-only instructions]): every check and the record, no
-        # arithmetic.
-        self.compute = not self.run.predict_only
-        self.operands: list[tuple[str, NkiTensor]] = []
-        self.reads: list[NkiTensor] = []
-        self.writes: list[NkiTensor] = []
-
-    def error(self, cls, message):
-        return cls(message, instruction=self.name, source=self.source)
-
-    def tile(self, t, role: str, *, on_chip=True, spaces=None, read=True) -> NkiTensor:
-        if not isinstance(t, NkiTensor):
-            raise self.error(ShapeError, f"{role} must be an NkiTensor (nl.ndarray), got "
-                                         f"{type(t).__name__}")
-        storage = t._storage
-        if on_chip and not storage.on_chip:
-            raise self.error(MemorySpaceError,
-                             f"{role} {t!r} is in HBM; compute engines read and write only "
-                             f"SBUF and PSUM: dma_copy it into an nl.sbuf tile first")
-        if spaces and storage.buffer.value not in spaces:
-            raise self.error(MemorySpaceError,
-                             f"{role} {t!r} is in {t.buffer.space}; {self.name} needs it in "
-                             f"{' or '.join(spaces)}")
-        if storage.on_chip and t._data.shape[0] > self.target.partitions:
-            raise self.error(PartitionLimitError, f"{role} {t!r} spans {t.shape[0]} partitions "
-                                                  f"(max {self.target.partitions})")
-        self.operands.append((role, t))
-        (self.reads if read else self.writes).append(t)
-        return t
-
-    def values(self, t: NkiTensor, role: str) -> np.ndarray:
-        """The view's values (checked written). Predict-only: the stand-in array, which the
-        instruction only computes with inside the thunk it gives `write`."""
-        try:
-            return t.read()
-        except UninitializedReadError as e:
-            raise self.error(UninitializedReadError, f"{role}: {e.detail}") from None
-
-    def f32(self, t: NkiTensor, role: str) -> np.ndarray:
-        """Values as the engines see them: cast to float32, laid out [partitions, free].
-        Predict-only: a zero-copy broadcast of 0 of that shape (nothing is computed)."""
-        values = self.values(t, role)
-        if not self.compute:
-            return np.broadcast_to(np.float32(0), self.pf(t))
-        return values.astype(np.float32).reshape(self.pf(t))
-
-    @staticmethod
-    def pf(t: NkiTensor) -> tuple[int, int]:
-        return (t.shape[0], t.free_size) if t.on_chip else (1, t.size)
-
-    def same_layout(self, a: NkiTensor, a_role: str, b: NkiTensor, b_role: str):
-        if self.pf(a) != self.pf(b):
-            raise self.error(ShapeError,
-                             f"{a_role} {a.shape} and {b_role} {b.shape} must have the same "
-                             f"partition count and elements per partition "
-                             f"({self.pf(a)} vs {self.pf(b)})")
-
-    def engine(self, requested, allowed: tuple, default: str) -> str:
-        if requested in (None, engine.unknown):
-            return default
-        if not isinstance(requested, engine):
-            raise self.error(NkiValidationError, f"engine={requested!r}: use nisa.engine.*")
-        name = _ENGINE_NAMES.get(requested)
-        if name not in allowed:
-            raise self.error(NkiValidationError, f"engine={requested.name} cannot run "
-                                                 f"{self.name}; allowed: {', '.join(allowed)}")
-        return name
-
-    def no_psum_on_gpsimd(self, eng: str):
-        if eng == "GpSimdE":
-            for role, t in self.operands:
-                if t.buffer is MemoryRegion.psum:
-                    raise self.error(MemorySpaceError,
-                                     f"{role} {t!r} is in PSUM, which GpSimd Engine cannot "
-                                     f"access; use the Vector or Scalar Engine")
-
-    def not_both_psum(self, a, a_role, b, b_role):
-        if a.buffer is MemoryRegion.psum and b.buffer is MemoryRegion.psum:
-            raise self.error(MemorySpaceError, f"{a_role} and {b_role} cannot both be in PSUM")
-
-    def operator(self, op, role: str, *, kinds=("arith", "bitvec"), unary_ok=False,
-                 reduction=False) -> Operator:
-        if isinstance(op, Operator) and reduction and op.name in REDUCTION_ALIASES:
-            op = OPERATORS[REDUCTION_ALIASES[op.name]]
-        if isinstance(op, str) and op in OPERATORS:
-            op = OPERATORS[op]
-        if not isinstance(op, Operator):
-            raise self.error(NkiValidationError, f"{role}={op!r} is not an nki.language "
-                                                 f"operator (nl.add, nl.maximum, ...)")
-        if op.alu not in kinds or (op.arity == 1 and not unary_ok) or (
-                reduction and not op.reducible):
-            what = "a reduction" if reduction else "an ALU"
-            raise self.error(NkiValidationError, f"{role}=nl.{op.name} is not {what} operator "
-                                                 f"{self.name} accepts (see the ALU operator "
-                                                 f"table, nki.api.shared.rst)")
-        return op
-
-    def bitvec_ints(self, op: Operator, *tiles):
-        if op.bitvec:
-            for t in tiles:
-                if not t.dt.is_int:
-                    raise self.error(DtypeError, f"bitvec operator nl.{op.name} needs integer "
-                                                 f"tiles; {t!r} is {t.dtype}")
-
-    def scalar_or_vector(self, value, role: str, partitions: int, *, float32=False):
-        """A compile-time scalar, or an [N, 1] tile (one value per partition) as [N, 1]."""
-        if isinstance(value, NkiTensor):
-            t = self.tile(value, role)
-            if t.shape[0] != partitions or t.free_size != 1:
-                raise self.error(ShapeError, f"{role} {t!r} must have shape ({partitions}, 1)")
-            if float32 and t.dtype != "float32":
-                raise self.error(DtypeError, f"{role} {t!r} must be float32, not {t.dtype}")
-            return self.f32(t, role)
-        if isinstance(value, (int, float, np.integer, np.floating, bool)):
-            return np.float32(value)
-        raise self.error(ShapeError, f"{role}={value!r} must be a scalar or an NkiTensor")
-
-    def write(self, t: NkiTensor, values) -> None:
-        """Writes `values` into t; `values` may be a thunk computing them, which predict-only
-        never calls (t is only marked written)."""
-        if not self.compute:
-            t.mark_written()
-            return
-        if callable(values):
-            values = values()
-        t.write(np.asarray(values).reshape(t.shape))
-
-    def record(self, eng: str, **attrs) -> None:
-        run = self.run
-        queue = run.next_dma_queue() if eng == "DMA" else None
-        operands = tuple(Operand(role, t._data.shape, t._storage.dt.name, t._storage.space,
-                                 t.partitions, t.free_size) for role, t in self.operands)
-        run.records.append(InstructionRecord(
-            len(run.records), eng, self.name, operands,
-            tuple(t.region() for t in self.reads), tuple(t.region() for t in self.writes),
-            self.source, run.program_id, queue,
-            tuple((k, v.name if isinstance(v, enum.Enum) else v) for k, v in attrs.items())))
+from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
+from torch_neuron.nki.instruction import (  # noqa: F401  (the enums are nki.isa's API)
+    _Instruction, _vector_regs, dge_mode, engine, get_nc_sub_version, get_nc_version,
+    gpsimd_engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd, scalar_engine,
+    tensor_engine, unknown_engine, vector_engine)
 
 
 def _copy_values(ins: _Instruction, src: NkiTensor, dst: NkiTensor):
@@ -774,10 +556,6 @@ def bn_aggr(dst, data, name=None):
     ins.record("VectorE")
 
 
-def _vector_regs(run):
-    return run.__dict__.setdefault("_vector_regs", {})
-
-
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None,
                   reduce_cmd=reduce_cmd.idle, reduce_op=OPERATORS["maximum"],
                   reverse_pred=False, name=None):
@@ -911,14 +689,16 @@ def _assign(dst, value):
 
 _tensor_module.ASSIGN = _assign
 
+from torch_neuron.nki.isa_vector import (exponential, max8, scalar_tensor_tensor,  # noqa: E402
+                                         tensor_copy_predicated, tensor_scalar_reduce)
+
 
 # Instructions of the current release not implemented yet: a clear error instead of
 # AttributeError, so a kernel using them says what is missing.
 _NOT_IMPLEMENTED = (
-    "tensor_copy_predicated", "nc_matmul_mx", "dma_transpose", "tensor_scalar_cumulative",
+    "nc_matmul_mx", "dma_transpose", "tensor_scalar_cumulative",
     "activate2", "local_gather", "nc_n_gather", "nc_stream_shuffle", "rng", "set_rng_seed",
-    "rand_set_state", "rand_get_state", "rand2", "exponential", "max8", "sequence_bounds",
-    "scalar_tensor_tensor", "tensor_scalar_reduce", "core_barrier", "dma_compute",
+    "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier", "dma_compute",
     "quantize_mx", "range_select", "sendrecv", "register_alloc", "register_move",
     "register_load", "register_store", "nc_find_index8", "nc_match_replace8",
     "nonzero_with_count", "topk")

@@ -223,7 +223,7 @@ def _charge(run: KernelRun, device, name: str) -> None:
     and indices are static), so the instructions and their schedule are those of a real run;
     the outputs are left unspecified and the inputs unchanged, as every predict-only op does.
     The instructions check everything and record themselves but compute nothing (Note
-    [Predict-only instructions] in isa.py)."""
+    [Predict-only instructions] in instruction.py)."""
     from torch_neuron import _C
     from torch_neuron.nki.timing import schedule
 

@@ -317,10 +317,86 @@ def broadcast_to(x, shape, dtype=None) -> NkiTensor:
     return out
 
 
+# -- composite functions (the stub marks them experimental) --------------------------------------
+# Which instructions the compiler emits for them is not documented; these are the instruction
+# sequences the NKI tutorials describe for the same math (an assumption).
+
+def _free_axes(x, axis, what):
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(sorted(int(a) % x.ndim for a in axes))
+    if axes != tuple(range(1, x.ndim)):
+        raise _UnsupportedError(f"nl.{what}(axis={axis}) on a {x.ndim}-d tile: only all free "
+                                f"dims at once (axis={tuple(range(1, x.ndim))}) is implemented")
+
+
+def softmax(x, axis=-1, dtype=None) -> NkiTensor:
+    """exp(x - max) / sum(exp(x - max)) over the free dims: the negated row maximum
+    (tensor_reduce), exp and row sums in one activation_reduce, reciprocal, scale."""
+    _free_axes(x, axis, "softmax")
+    P = x.shape[0]
+    neg_max = ndarray((P, 1), float32, buffer=sbuf)
+    _isa.tensor_reduce(dst=neg_max, op=_OPERATORS["maximum"], data=x,
+                       axis=tuple(range(1, x.ndim)), negate=True)
+    e = ndarray(x.shape, float32, buffer=sbuf)
+    total = ndarray((P, 1), float32, buffer=sbuf)
+    _isa.activation_reduce(dst=e, op=_OPERATORS["exp"], data=x, bias=neg_max,
+                           reduce_op=_OPERATORS["add"], reduce_res=total)
+    inv = ndarray((P, 1), float32, buffer=sbuf)
+    _isa.reciprocal(dst=inv, data=total)
+    out = _result(x, dtype)
+    _isa.tensor_scalar(dst=out, data=e, op0=_OPERATORS["multiply"], operand0=inv)
+    return out
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None) -> NkiTensor:
+    """x / sqrt(sum(x^2) / n + epsilon) * w: squares summed in one activation_reduce, the mean
+    plus epsilon through rsqrt, the rows scaled, times w (a tile of x's shape)."""
+    _free_axes(x, axis, "rms_norm")
+    if not isinstance(w, NkiTensor) or w.shape != x.shape:
+        raise _ShapeError(f"nl.rms_norm: w must be a tile of x's shape {x.shape}, got "
+                          f"{getattr(w, 'shape', w)}")
+    P = x.shape[0]
+    work = compute_dtype or float32
+    squares = ndarray(x.shape, work, buffer=sbuf)
+    total = ndarray((P, 1), float32, buffer=sbuf)
+    _isa.activation_reduce(dst=squares, op=_OPERATORS["square"], data=x,
+                           reduce_op=_OPERATORS["add"], reduce_res=total)
+    _isa.tensor_scalar(dst=total, data=total, op0=_OPERATORS["multiply"], operand0=1.0 / n,
+                       op1=_OPERATORS["add"], operand1=epsilon)
+    factor = ndarray((P, 1), float32, buffer=sbuf)
+    _isa.activation(dst=factor, op=_OPERATORS["rsqrt"], data=total)
+    scaled = ndarray(x.shape, work, buffer=sbuf)
+    _isa.tensor_scalar(dst=scaled, data=x, op0=_OPERATORS["multiply"], operand0=factor)
+    out = _result(x, dtype)
+    _isa.tensor_tensor(dst=out, data1=scaled, data2=w, op=_OPERATORS["multiply"])
+    return out
+
+
+def where(condition, x, y, dtype=None) -> NkiTensor:
+    """x where condition is nonzero, else y (tiles of condition's shape, or numbers): y copied
+    (or set), condition turned into a uint8 predicate, x copied where it holds."""
+    if not isinstance(condition, NkiTensor):
+        raise _ShapeError("nl.where: condition must be a tile")
+    like = x if isinstance(x, NkiTensor) else y if isinstance(y, NkiTensor) else condition
+    out = ndarray(condition.shape, dtype or like.dtype, buffer=sbuf)
+    if isinstance(y, NkiTensor):
+        _isa.tensor_copy(dst=out, src=y)
+    else:
+        _isa.memset(dst=out, value=y)
+    predicate = ndarray(condition.shape, uint8, buffer=sbuf)
+    _isa.tensor_scalar(dst=predicate, data=condition, op0=_OPERATORS["not_equal"],
+                       operand0=0.0)
+    if isinstance(x, NkiTensor) and x.dtype != out.dtype:
+        staged = ndarray(x.shape, out.dtype, buffer=sbuf)
+        _isa.tensor_copy(dst=staged, src=x)
+        x = staged
+    _isa.tensor_copy_predicated(dst=out, src=x, predicate=predicate)
+    return out
+
+
 _NOT_IMPLEMENTED = ("fori_loop", "while_loop", "shared_constant", "shared_identity_matrix",
-                    "rand", "random_seed", "gather_flattened", "load_transpose2d", "softmax",
-                    "rms_norm", "where", "expand_dims", "var", "all",
-                    "no_reorder", "dropout")
+                    "rand", "random_seed", "gather_flattened", "load_transpose2d",
+                    "expand_dims", "var", "all", "no_reorder", "dropout")
 
 
 def __getattr__(name):

@@ -33,6 +33,18 @@ _FORMULA_OPERAND = {"dma_copy": "dst", "nc_matmul": "moving", "tensor_copy": "sr
                     "affine_select": "on_true_tile", "select_reduce": "on_true",
                     "tensor_tensor_scan": "data0"}
 _DOUBLE_ROW, _PSUM_AND_SBUF, _ZERO_FILL = 1, 2, 4
+# Instructions costed with another instruction's formula. scalar_tensor_tensor: its page says
+# it has "approximately the same latency as a regular tensor_tensor instruction". The others
+# are assumptions (their pages publish no cost): tensor_scalar_reduce as tensor_scalar (the
+# page's "small additional performance cost" of the reduction is not quantified),
+# tensor_copy_predicated as tensor_copy, max8 as one tensor_reduce pass over its input,
+# exponential (NeuronCore-v4, which trnsim cannot time yet) as tensor_scalar.
+_COST_AS = {"scalar_tensor_tensor": "tensor_tensor", "tensor_scalar_reduce": "tensor_scalar",
+            "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
+            "exponential": "tensor_scalar"}
+_FORMULA_OPERAND.update({"scalar_tensor_tensor": "data", "tensor_copy_predicated": "src",
+                         "max8": "src", "exponential": "src"})
+_SECOND_INPUT = {"tensor_tensor": "data2", "scalar_tensor_tensor": "operand1"}
 
 
 def _dtype(name: str) -> int:
@@ -54,7 +66,8 @@ def encode(records) -> tuple[np.ndarray, np.ndarray, int, float]:
     regions: list[tuple] = []
     hbm_bytes, flops = 0, 0.0
     for i, r in enumerate(records):
-        kind = KINDS.get(r.name)
+        name = _COST_AS.get(r.name, r.name)
+        kind = KINDS.get(name)
         if kind is None:
             raise UnsupportedError(f"{r.source}: no cost model for nisa.{r.name}")
         attrs = dict(r.attrs)
@@ -71,8 +84,8 @@ def encode(records) -> tuple[np.ndarray, np.ndarray, int, float]:
             if attrs.get("perf_mode") == "double_row":
                 flags |= _DOUBLE_ROW
             flops += 2.0 * st.partitions * st.elements_per_partition * main.elements_per_partition
-        elif r.name == "tensor_tensor":
-            other = _role(r, "data2")
+        elif name == "tensor_tensor":
+            other = _role(r, _SECOND_INPUT[r.name])
             if (main.space == "psum") != (other.space == "psum"):
                 flags |= _PSUM_AND_SBUF
             if _dtype(other.dtype) != in_dtype:

@@ -1,0 +1,159 @@
+"""The Vector Engine instructions of torch_neuron/nki/isa_vector.py and the composite
+nki.language functions (softmax, rms_norm, where) against NumPy references, and their
+durations against the formulas they are costed with (timing.py's _COST_AS).
+
+Hand-computation facts: Trainium2's VectorE clock is 0.96 GHz (trnsim instance.cpp, from the
+Trn2 architecture page); MIN_II = 64 cycles; tensor_tensor on two fp32 SBUF inputs takes 2N
+cycles, tensor_scalar max(MIN_II, N) (the ISA stub's cost notes, aws-neuron-sdk 1db4d74e)."""
+
+import numpy as np
+import pytest
+
+import torch_neuron.nki as nki
+import torch_neuron.nki.isa as nisa
+import torch_neuron.nki.language as nl
+
+RNG = np.random.default_rng(1)
+VECTOR_GHZ, MIN_II = 0.96, 64
+
+
+def rand(*shape):
+    return RNG.uniform(-2.0, 2.0, size=shape).astype(np.float32)
+
+
+def load(x, dtype=None):
+    t = nl.ndarray(x.shape, dtype or x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def store(t):
+    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def duration_ns(p, name):
+    (i,) = [i for i, r in enumerate(p.records) if r.name == name]
+    t = p.instruction(i)
+    return (t.end_us - t.start_us) * 1e3
+
+
+def test_scalar_tensor_tensor_and_its_tensor_tensor_cost():
+    x, y, v = rand(128, 300), rand(128, 300), rand(128, 1)
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a, b, c):
+        out1 = nl.ndarray(a.shape, nl.float32)
+        nisa.scalar_tensor_tensor(dst=out1, data=load(a), op0=nl.multiply, operand0=load(c),
+                                  op1=nl.add, operand1=load(b))
+        out2 = nl.ndarray(a.shape, nl.float32)
+        nisa.scalar_tensor_tensor(dst=out2, data=load(a), op0=nl.subtract, operand0=1.5,
+                                  op1=nl.subtract, operand1=load(b), reverse0=True,
+                                  reverse1=True)
+        return store(out1), store(out2)
+
+    p = nki.profile(kernel, x, y, v)
+    out1, out2 = p.run.result
+    np.testing.assert_allclose(out1, x * v + y, rtol=1e-6)
+    np.testing.assert_allclose(out2, y - (1.5 - x), rtol=1e-6)
+    first = p.instruction([i for i, r in enumerate(p.records)
+                           if r.name == "scalar_tensor_tensor"][0])
+    assert (first.end_us - first.start_us) * 1e3 == pytest.approx(2 * 300 / VECTOR_GHZ)
+
+
+def test_tensor_scalar_reduce_accumulates_across_calls():
+    x, y = rand(128, 100), rand(128, 100)
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a, b):
+        d1, d2 = nl.ndarray(a.shape, nl.float32), nl.ndarray(a.shape, nl.float32)
+        res, best = nl.ndarray((128, 1), nl.float32), nl.ndarray((128, 1), nl.float32)
+        nisa.tensor_scalar_reduce(dst=d1, data=load(a), op0=nl.multiply, operand0=2.0,
+                                  reduce_op=nl.add)
+        nisa.tensor_scalar_reduce(dst=d2, data=load(b), op0=nl.add, operand0=1.0,
+                                  reduce_op=nl.add, reduce_res=res,
+                                  reduce_cmd=nisa.reduce_cmd.reduce)
+        nisa.tensor_scalar_reduce(dst=d2, data=load(b), op0=nl.add, operand0=1.0,
+                                  reduce_op=nl.max, reduce_res=best, reduce_res_negate=True)
+        return store(d1), store(res), store(best)
+
+    p = nki.profile(kernel, x, y)
+    d1, res, best = p.run.result
+    np.testing.assert_allclose(d1, 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(res[:, 0], (2 * x).sum(1) + (y + 1).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(best[:, 0], -(y + 1).max(1), rtol=1e-6)
+    i = [i for i, r in enumerate(p.records) if r.name == "tensor_scalar_reduce"][0]
+    t = p.instruction(i)
+    assert (t.end_us - t.start_us) * 1e3 == pytest.approx(max(MIN_II, 100) / VECTOR_GHZ)
+
+
+def test_tensor_copy_predicated_copies_where_the_predicate_holds():
+    x, y = rand(64, 40), rand(64, 40)
+    mask = (RNG.uniform(size=(64, 40)) > 0.5).astype(np.uint8)
+
+    def kernel(a, b, m):
+        out, out2 = load(b), load(b)
+        nisa.tensor_copy_predicated(dst=out, src=load(a), predicate=load(m))
+        nisa.tensor_copy_predicated(dst=out2, src=7.0, predicate=load(m), reverse_pred=True)
+        return store(out), store(out2)
+
+    out, out2 = nki.simulate(kernel)(x, y, mask)
+    np.testing.assert_array_equal(out, np.where(mask != 0, x, y))
+    np.testing.assert_array_equal(out2, np.where(mask == 0, np.float32(7.0), y))
+
+    def bad(a, m):
+        out = load(a)
+        nisa.tensor_copy_predicated(dst=out, src=load(a), predicate=load(m, nl.float32))
+
+    with pytest.raises(nki.DtypeError, match="uint8, uint16 or uint32"):
+        nki.simulate(bad)(x, mask)
+
+
+def test_max8_gives_the_eight_largest_in_descending_order():
+    x = rand(32, 2, 50)
+
+    def kernel(a):
+        out = nl.ndarray((32, 8), nl.float32)
+        nisa.max8(dst=out, src=load(a))
+        return store(out)
+
+    expected = -np.sort(-x.reshape(32, 100), axis=1)[:, :8]
+    np.testing.assert_array_equal(nki.simulate(kernel)(x), expected)
+
+
+def test_exponential_on_neuroncore_v4_and_its_absence_before():
+    x, m = rand(16, 64), rand(16, 1)
+
+    def kernel(a, b):
+        out, total = nl.ndarray(a.shape, nl.float32), nl.ndarray((16, 1), nl.float32)
+        nisa.exponential(dst=out, src=load(a), max_value=load(b), reduce_res=total,
+                         reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        return store(out), store(total)
+
+    out, total = nki.jit(kernel, platform_target="trn3")(x, m)
+    np.testing.assert_allclose(out, np.exp(x - m), rtol=1e-6)
+    np.testing.assert_allclose(total[:, 0], np.exp(x - m).sum(1), rtol=1e-5)
+    with pytest.raises(nki.UnsupportedError, match="NeuronCore-v4"):
+        nki.jit(kernel, platform_target="trn2")(x, m)
+
+
+def test_language_softmax_rms_norm_and_where():
+    x, w, c = rand(128, 200), rand(128, 200), (RNG.uniform(size=(128, 200)) > 0.3)
+    cond = c.astype(np.float32)
+
+    def kernel(a, b, k):
+        ta, tb = load(a), load(b)
+        s = nl.softmax(ta, axis=1)
+        r = nl.rms_norm(ta, tb, axis=1, n=200, epsilon=1e-5)
+        chosen = nl.where(load(k), ta, tb)
+        scalar = nl.where(load(k), ta, -1.0)
+        return store(s), store(r), store(chosen), store(scalar)
+
+    s, r, chosen, scalar = nki.simulate(kernel)(x, w, cond)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(s, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(r, x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-5) * w,
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(chosen, np.where(c, x, w))
+    np.testing.assert_array_equal(scalar, np.where(c, x, np.float32(-1.0)))

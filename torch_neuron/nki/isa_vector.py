@@ -1,0 +1,223 @@
+"""More Vector Engine instructions of `nki.isa`: `scalar_tensor_tensor`, `tensor_scalar_reduce`,
+`tensor_copy_predicated`, `max8` and `exponential` (NeuronCore-v4).
+
+Signatures and rules from the current release's stub, aws-neuron-sdk `nki/api/nki/isa/__init__.py`
+(the snapshot docs/nki.md names); each instruction checks its operands, computes in float32 as the
+engine does (Note [Rounding to narrow floats] for the write) inside the thunk predict-only skips
+(Note [Predict-only instructions]) and appends its record. The Vector Engine's accumulator
+registers are shared by its accumulating instructions ("The accumulator registers are shared
+across Vector Engine accumulation instructions", tensor_scalar_reduce's page), so
+`tensor_scalar_reduce`, `exponential` and `select_reduce` use the same per-program registers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
+                                     ShapeError, TileSizeError, UninitializedReadError,
+                                     UnsupportedError)
+from torch_neuron.nki.instruction import _Instruction, _vector_regs, reduce_cmd
+
+_CMD = reduce_cmd  # the enum, where a parameter of the same name (as in the stub) hides it
+from torch_neuron.nki.ops import apply
+from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
+
+# The identity each reduction's accumulators reset to (tensor_scalar_reduce's page).
+_IDENTITY = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+
+
+def _reduce_rows(op_name: str, x: np.ndarray) -> np.ndarray:
+    if op_name == "add":
+        return x.sum(axis=1, dtype=np.float32)
+    if op_name == "multiply":
+        return x.prod(axis=1, dtype=np.float32)
+    return (x.max if op_name == "maximum" else x.min)(axis=1)
+
+
+def _accumulate(ins: _Instruction, cmd, op_name: str, P: int, rows, reduce_init, reduce_res):
+    """The shared accumulator registers: reset (to op's identity), reduce onto them, or load
+    `reduce_init` first; then `reduce_res`, when given, receives them."""
+    regs = _vector_regs(ins.run)
+    key = ins.run.program_id
+    if cmd is _CMD.load_reduce:
+        if reduce_init is None:
+            raise ins.error(NkiValidationError, "reduce_cmd=load_reduce needs reduce_init")
+        init = ins.scalar_or_vector(reduce_init, "reduce_init", P, float32=True)
+        regs[key] = np.full(ins.target.partitions, np.nan, np.float32)
+        if ins.compute:
+            regs[key][:P] = np.broadcast_to(init, (P, 1))[:, 0]
+    elif reduce_init is not None and not (np.isscalar(reduce_init) and reduce_init == 0):
+        raise ins.error(NkiValidationError, "reduce_init is only used with "
+                                            "reduce_cmd=load_reduce")
+    if cmd is _CMD.reset_reduce:
+        regs[key] = np.full(ins.target.partitions, _IDENTITY[op_name], np.float32)
+    if cmd in (_CMD.reset_reduce, _CMD.reduce, _CMD.load_reduce):
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Vector Engine "
+                                                    "accumulators never reset; use reset_reduce")
+        if ins.compute:
+            both = np.stack([regs[key][:P], _reduce_rows(op_name, rows().reshape(P, -1))],
+                            axis=1)
+            regs[key][:P] = _reduce_rows(op_name, both)
+    if reduce_res is not None:
+        ins.tile(reduce_res, "reduce_res", read=False)
+        if reduce_res.shape[0] != P or reduce_res.free_size != 1:
+            raise ins.error(ShapeError, f"reduce_res {reduce_res.shape} must be ({P}, 1)")
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_res reads Vector Engine "
+                                                    "accumulators never written")
+    return regs, key
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False,
+                         reverse1=False, name=None):
+    """dst = (data <op0> operand0) <op1> operand1: a tensor_scalar step then a tensor_tensor
+    step in one instruction."""
+    ins = _Instruction("scalar_tensor_tensor")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.tile(operand1, "operand1")
+    ins.same_layout(dst, "dst", data, "data")
+    ins.same_layout(operand1, "operand1", data, "data")
+    ins.not_both_psum(data, "data", operand1, "operand1")
+    op0 = ins.operator(op0, "op0", kinds=("arith",))
+    op1 = ins.operator(op1, "op1", kinds=("arith",))
+    v0 = ins.scalar_or_vector(operand0, "operand0", data.shape[0])
+    x, y = ins.f32(data, "data"), ins.f32(operand1, "operand1")
+
+    def result():
+        t = apply(op0, v0, x) if reverse0 else apply(op0, x, v0)
+        return apply(op1, y, t) if reverse1 else apply(op1, t, y)
+
+    ins.write(dst, result)
+    ins.record("VectorE", op0=op0.name, op1=op1.name)
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None,
+                         reduce_res_negate=False, name=None):
+    """dst = data <op0> operand0, and the rows of dst reduced with reduce_op into the
+    accumulators (and reduce_res)."""
+    ins = _Instruction("tensor_scalar_reduce")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.same_layout(dst, "dst", data, "data")
+    op0 = ins.operator(op0, "op0", kinds=("arith",))
+    rop = ins.operator(reduce_op, "reduce_op", kinds=("arith",), reduction=True)
+    if rop.name not in _IDENTITY:
+        raise ins.error(NkiValidationError, f"reduce_op=nl.{rop.name}: tensor_scalar_reduce "
+                                            f"reduces with nl.add, nl.multiply, nl.max or "
+                                            f"nl.min")
+    P = data.shape[0]
+    v0 = ins.scalar_or_vector(operand0, "operand0", P, float32=True)
+    x = ins.f32(data, "data")
+    y = (lambda: apply(op0, v0, x) if reverse0 else apply(op0, x, v0))
+    cache = {}
+
+    def values():
+        if "y" not in cache:
+            cache["y"] = np.asarray(y(), dtype=np.float32)
+        return cache["y"]
+
+    regs, key = _accumulate(ins, reduce_cmd, rop.name, P, values, reduce_init, reduce_res)
+    ins.write(dst, values)
+    if reduce_res is not None:
+        ins.write(reduce_res, lambda: -regs[key][:P] if reduce_res_negate else regs[key][:P])
+    ins.record("VectorE", op0=op0.name, reduce_op=rop.name)
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    """dst = src where predicate (or where not, with reverse_pred); dst keeps its values
+    elsewhere."""
+    ins = _Instruction("tensor_copy_predicated")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(predicate, "predicate")
+    ins.same_layout(dst, "dst", predicate, "predicate")
+    if predicate.dtype not in ("uint8", "uint16", "uint32"):
+        raise ins.error(DtypeError, f"predicate is {predicate.dtype}; it must be uint8, uint16 "
+                                    f"or uint32")
+    if isinstance(src, NkiTensor):
+        ins.tile(src, "src")
+        ins.same_layout(dst, "dst", src, "src")
+        ins.not_both_psum(src, "src", predicate, "predicate")
+        if src.dtype != dst.dtype:
+            raise ins.error(DtypeError, f"src is {src.dtype} but dst is {dst.dtype}: they must "
+                                        f"share the data type")
+        s = ins.values(src, "src")
+    elif isinstance(src, (int, float, np.integer, np.floating, bool)):
+        s = src
+    else:
+        raise ins.error(ShapeError, f"src={src!r} must be a tile or a number")
+    p = ins.values(predicate, "predicate")
+    pf = ins.pf(dst)
+    # Elements of dst outside the predicate keep their values, so dst counts as read too
+    # (only where the predicate is false; all of it is checked written here, as an assumption).
+    ins.reads.append(dst)
+
+    def result():
+        mask = p.reshape(pf) != 0
+        mask = ~mask if reverse_pred else mask
+        new = np.broadcast_to(s, pf) if not isinstance(s, np.ndarray) else s.reshape(pf)
+        old = dst._data.reshape(pf)
+        return np.where(mask, new, old)
+
+    if ins.run.uninitialized == "error" and not dst._written.all():
+        raise ins.error(UninitializedReadError, f"dst {dst!r} keeps its values where the "
+                                                f"predicate is false: write all of it first")
+    ins.write(dst, result)
+    ins.record("VectorE")
+
+
+def max8(dst, src, name=None):
+    """The 8 largest values of each partition, in descending order."""
+    ins = _Instruction("max8")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(src, "src")
+    P, F = ins.pf(src)
+    if src.ndim > 3:
+        raise ins.error(ShapeError, f"src {src.shape} may have at most 3 dimensions")
+    if not 8 <= F <= 16384:
+        raise ins.error(TileSizeError, f"src has {F} elements per partition; max8 reads 8 to "
+                                       f"16384")
+    if dst.ndim != 2 or dst.shape != (P, 8):
+        raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 8)")
+    x = ins.f32(src, "src")
+    ins.write(dst, lambda: -np.sort(-x, axis=1)[:, :8])
+    ins.record("VectorE")
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                reduce_init=0.0, name=None):
+    """dst = exp(src - max_value) on the Vector Engine (NeuronCore-v4 and newer), optionally
+    summing the rows into the accumulators."""
+    ins = _Instruction("exponential")
+    if ins.target.nc_version < 4:
+        raise ins.error(UnsupportedError, f"nisa.exponential needs NeuronCore-v4 or newer; the "
+                                          f"target is {ins.target.core}")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(src, "src")
+    ins.same_layout(dst, "dst", src, "src")
+    if src.ndim > 4 or dst.ndim > 4:
+        raise ins.error(ShapeError, "src and dst may have at most 4 dimensions")
+    for role, t in (("dst", dst), ("src", src)):
+        if t.buffer not in (MemoryRegion.sbuf, MemoryRegion.psum):
+            raise ins.error(MemorySpaceError, f"{role} must be in SBUF or PSUM")
+    P = src.shape[0]
+    m = ins.scalar_or_vector(max_value, "max_value", P, float32=True)
+    x = ins.f32(src, "src")
+    cache = {}
+
+    def values():
+        if "y" not in cache:
+            with np.errstate(over="ignore"):
+                cache["y"] = np.exp(x - m).astype(np.float32)
+        return cache["y"]
+
+    regs, key = _accumulate(ins, reduce_cmd, "add", P, values,
+                            reduce_init if reduce_cmd is _CMD.load_reduce else None,
+                            reduce_res)
+    ins.write(dst, values)
+    if reduce_res is not None:
+        ins.write(reduce_res, lambda: regs[key][:P])
+    ins.record("VectorE", reduce_cmd=reduce_cmd, reduce_res=reduce_res is not None)

@@ -1,5 +1,6 @@
 """More Vector Engine instructions of `nki.isa`: `scalar_tensor_tensor`, `tensor_scalar_reduce`,
-`tensor_copy_predicated`, `max8` and `exponential` (NeuronCore-v4).
+`tensor_scalar_cumulative`, `tensor_copy_predicated`, `max8` and `exponential`
+(NeuronCore-v4); and the Scalar Engine's `activate2` (NeuronCore-v4).
 
 Signatures and rules from the current release's stub, aws-neuron-sdk `nki/api/nki/isa/__init__.py`
 (the snapshot docs/nki.md names); each instruction checks its operands, computes in float32 as the
@@ -221,3 +222,137 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
     if reduce_res is not None:
         ins.write(reduce_res, lambda: regs[key][:P])
     ins.record("VectorE", reduce_cmd=reduce_cmd, reduce_res=reduce_res is not None)
+
+
+_CUMULATIVE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
+               "minimum": np.minimum}
+
+
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None,
+                             reduce_cmd=reduce_cmd.reset_reduce, name=None):
+    """Along each partition's free elements: reg = op1(op0(src[i], imm0), reg), dst[i] = reg,
+    the register starting from op1's identity (reset_reduce), imm1 (load_reduce) or where the
+    last accumulating instruction left it (reduce)."""
+    ins = _Instruction("tensor_scalar_cumulative")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(src, "src")
+    ins.same_layout(dst, "dst", src, "src")
+    for role, t in (("dst", dst), ("src", src)):
+        if t.dtype in ("int32", "uint32"):
+            raise ins.error(DtypeError, f"{role} is {t.dtype}; tensor_scalar_cumulative takes "
+                                        f"no 32-bit integer tiles")
+    op0 = ins.operator(op0, "op0", kinds=("arith",))
+    op1 = ins.operator(op1, "op1", kinds=("arith",), reduction=True)
+    if op1.name not in ("add", "subtract", "multiply", "maximum", "minimum"):
+        raise ins.error(NkiValidationError, f"op1=nl.{op1.name}: the cumulative operator is add, "
+                                            f"subtract, multiply, maximum or minimum")
+    P, F = ins.pf(src)
+    v0 = ins.scalar_or_vector(imm0, "imm0", P, float32=True)
+    regs = _vector_regs(ins.run)
+    key = ins.run.program_id
+    identity = 0.0 if op1.name == "subtract" else _IDENTITY[op1.name]
+    start = None
+    if reduce_cmd is _CMD.load_reduce:
+        if imm1 is None:
+            raise ins.error(NkiValidationError, "reduce_cmd=load_reduce needs imm1")
+        start = ins.scalar_or_vector(imm1, "imm1", P, float32=True)
+    elif reduce_cmd is _CMD.reduce:
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Vector Engine "
+                                                    "accumulators never reset; use reset_reduce")
+    elif reduce_cmd is not _CMD.reset_reduce:
+        raise ins.error(NkiValidationError, f"reduce_cmd={reduce_cmd}: use reset_reduce, reduce "
+                                            f"or load_reduce")
+    x = ins.f32(src, "src")
+    if key not in regs:
+        regs[key] = np.full(ins.target.partitions, identity, np.float32)
+
+    def result():
+        if start is not None:
+            reg = np.broadcast_to(start, (P, 1))[:, 0].astype(np.float32)
+        elif reduce_cmd is _CMD.reset_reduce:
+            reg = np.full(P, identity, np.float32)
+        else:
+            reg = regs[key][:P].copy()
+        y = apply(op0, x, v0).astype(np.float32)
+        fn = _CUMULATIVE.get(op1.name)
+        if fn is not None:   # op1(t, reg) commutes: a running accumulate, sequential in fp32
+            out = fn.accumulate(np.concatenate([reg[:, None], y], axis=1), axis=1,
+                                dtype=np.float32)[:, 1:]
+        else:                # subtract: reg = t - reg, element by element
+            out = np.empty((P, F), np.float32)
+            for i in range(F):
+                reg = y[:, i] - reg
+                out[:, i] = reg
+        regs[key][:P] = out[:, -1]
+        return out
+
+    ins.write(dst, result)
+    ins.record("VectorE", op0=op0.name, op1=op1.name)
+
+
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False,
+              reverse1=False, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+              name=None):
+    """Scalar Engine (NeuronCore-v4): op((data <op0> imm0) <op1> imm1), optionally summed per
+    partition into the Scalar Engine's reduce registers (as activation's)."""
+    from torch_neuron.nki.ops import OPERATORS, Operator
+
+    ins = _Instruction("activate2")
+    if ins.target.nc_version < 4:
+        raise ins.error(UnsupportedError, f"nisa.activate2 needs NeuronCore-v4 or newer; the "
+                                          f"target is {ins.target.core}")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.same_layout(dst, "dst", data, "data")
+    if not (isinstance(op, Operator) and op.activation):
+        raise ins.error(NkiValidationError, f"op={op!r} is not an activation function")
+    op0 = ins.operator(op0, "op0", kinds=("arith",))
+    op1 = ins.operator(op1, "op1", kinds=("arith",))
+    pairs = {("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypass"),
+             ("add", "bypass"), ("subtract", "bypass"), ("bypass", "bypass")}
+    if (op0.name, op1.name) not in pairs:
+        raise ins.error(NkiValidationError, f"(op0, op1) = (nl.{op0.name}, nl.{op1.name}); "
+                                            f"activate2 takes {sorted(pairs)}")
+    if not (np.isscalar(relu_param) and relu_param == 0):
+        raise ins.error(UnsupportedError, "relu_param (parameterized activation functions) is "
+                                          "not implemented")
+    P = data.shape[0]
+    v0 = ins.scalar_or_vector(imm0, "imm0", P)
+    v1 = ins.scalar_or_vector(imm1, "imm1", P)
+    x = ins.f32(data, "data")
+    regs = ins.run.__dict__.setdefault("_act_regs", {})
+    key = ins.run.program_id
+    if reduce_op is not None:
+        reduce_op = ins.operator(reduce_op, "reduce_op", reduction=True)
+        if reduce_op.name != OPERATORS["add"].name:
+            raise ins.error(NkiValidationError, f"reduce_op=nl.{reduce_op.name}: the Scalar "
+                                                f"Engine reduces with nl.add")
+    if reduce_cmd in (_CMD.reset, _CMD.reset_reduce):
+        regs[key] = np.zeros(ins.target.partitions, np.float32)
+    if reduce_cmd in (_CMD.reduce, _CMD.reset_reduce) and key not in regs:
+        raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Scalar Engine registers "
+                                                "never reset; use reset_reduce")
+    if reduce_res is not None:
+        ins.tile(reduce_res, "reduce_res", read=False)
+        if reduce_res.shape[0] != P or reduce_res.free_size != 1:
+            raise ins.error(ShapeError, f"reduce_res {reduce_res.shape} must be ({P}, 1)")
+        if key not in regs:
+            raise ins.error(UninitializedReadError, "reduce_res reads Scalar Engine reduce "
+                                                    "registers never written")
+    cache = {}
+
+    def values():
+        if "y" not in cache:
+            t = apply(op0, v0, x) if reverse0 else apply(op0, x, v0)
+            t = apply(op1, v1, t) if reverse1 else apply(op1, t, v1)
+            cache["y"] = apply(op, np.asarray(t, np.float32)).astype(np.float32)
+            if reduce_cmd in (_CMD.reduce, _CMD.reset_reduce):
+                regs[key][:P] += cache["y"].sum(axis=1, dtype=np.float32)
+        return cache["y"]
+
+    ins.write(dst, values)
+    if reduce_res is not None:
+        ins.write(reduce_res, lambda: (values(), regs[key][:P])[1])
+    ins.record("ScalarE", op=op.name, reduce_cmd=reduce_cmd,
+               reduce_res=reduce_res is not None)

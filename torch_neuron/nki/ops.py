@@ -115,6 +115,8 @@ _ALL = [
     _binary("abs_min", _abs_min),
     _binary("fmod", np.fmod),
     _binary("mod", np.mod),
+    # no operation: the data passes through (activate2's tensor-scalar stages)
+    _binary("bypass", lambda a, b: a),
     # unary arithmetic ALU operators that are also activation functions
     _act("abs", np.abs, "arith"),
     _act("square", np.square, "arith"),

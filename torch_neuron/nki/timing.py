@@ -38,12 +38,15 @@ _DOUBLE_ROW, _PSUM_AND_SBUF, _ZERO_FILL = 1, 2, 4
 # are assumptions (their pages publish no cost): tensor_scalar_reduce as tensor_scalar (the
 # page's "small additional performance cost" of the reduction is not quantified),
 # tensor_copy_predicated as tensor_copy, max8 as one tensor_reduce pass over its input,
-# exponential (NeuronCore-v4, which trnsim cannot time yet) as tensor_scalar.
+# tensor_scalar_cumulative as tensor_scalar; exponential and activate2 (NeuronCore-v4, which
+# trnsim cannot time yet) as tensor_scalar and activation.
 _COST_AS = {"scalar_tensor_tensor": "tensor_tensor", "tensor_scalar_reduce": "tensor_scalar",
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
-            "exponential": "tensor_scalar"}
+            "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
+            "activate2": "activation"}
 _FORMULA_OPERAND.update({"scalar_tensor_tensor": "data", "tensor_copy_predicated": "src",
-                         "max8": "src", "exponential": "src"})
+                         "max8": "src", "exponential": "src",
+                         "tensor_scalar_cumulative": "src"})
 _SECOND_INPUT = {"tensor_tensor": "data2", "scalar_tensor_tensor": "operand1"}
 
 

@@ -157,3 +157,52 @@ def test_language_softmax_rms_norm_and_where():
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(chosen, np.where(c, x, w))
     np.testing.assert_array_equal(scalar, np.where(c, x, np.float32(-1.0)))
+
+
+def test_tensor_scalar_cumulative_is_a_running_reduction():
+    x = rand(32, 20)
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a):
+        s, m, cont = (nl.ndarray(a.shape, nl.float32) for _ in range(3))
+        nisa.tensor_scalar_cumulative(dst=s, src=load(a), op0=nl.multiply, op1=nl.add,
+                                      imm0=2.0)
+        nisa.tensor_scalar_cumulative(dst=cont, src=load(a), op0=nl.add, op1=nl.add, imm0=0.0,
+                                      reduce_cmd=nisa.reduce_cmd.reduce)
+        nisa.tensor_scalar_cumulative(dst=m, src=load(a), op0=nl.add, op1=nl.maximum,
+                                      imm0=0.0, imm1=0.5,
+                                      reduce_cmd=nisa.reduce_cmd.load_reduce)
+        return store(s), store(cont), store(m)
+
+    p = nki.profile(kernel, x)
+    s, cont, m = p.run.result
+    np.testing.assert_allclose(s, np.cumsum(2 * x, axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cont, (2 * x).sum(1, keepdims=True) + np.cumsum(x, axis=1),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m, np.maximum.accumulate(np.maximum(x, 0.5), axis=1))
+    i = [i for i, r in enumerate(p.records) if r.name == "tensor_scalar_cumulative"][0]
+    t = p.instruction(i)
+    assert (t.end_us - t.start_us) * 1e3 == pytest.approx(max(MIN_II, 20) / VECTOR_GHZ)
+
+
+def test_activate2_on_neuroncore_v4():
+    x, b = rand(16, 48), rand(16, 1)
+
+    def kernel(a, bias):
+        out, total = nl.ndarray(a.shape, nl.float32), nl.ndarray((16, 1), nl.float32)
+        nisa.activate2(dst=out, op=nl.tanh, data=load(a), imm0=3.0, imm1=load(bias),
+                       op0=nl.multiply, op1=nl.subtract, reduce_op=nl.add, reduce_res=total,
+                       reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        return store(out), store(total)
+
+    out, total = nki.jit(kernel, platform_target="trn3")(x, b)
+    np.testing.assert_allclose(out, np.tanh(3 * x - b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(total[:, 0], np.tanh(3 * x - b).sum(1), rtol=1e-5, atol=1e-5)
+
+    def bad(a, bias):
+        out = nl.ndarray(a.shape, nl.float32)
+        nisa.activate2(dst=out, op=nl.tanh, data=load(a), imm0=1.0, imm1=1.0, op0=nl.add,
+                       op1=nl.multiply)
+
+    with pytest.raises(nki.NkiValidationError, match="activate2 takes"):
+        nki.jit(bad, platform_target="trn3")(x, b)

@@ -123,7 +123,7 @@ def summary(reports: list[dict], world_size: int, running: list[int] | None = No
     capacity = info.get("hbm_bytes_per_core", 0)
     if peaks and capacity:
         fits = "every rank's peak fits" if max(peaks) <= capacity else "a rank's peak does NOT fit"
-        lines.append(f"HBM per NeuronCore: {capacity / 2**30:.1f} GiB ({fits})")
+        lines += ["", f"HBM per NeuronCore: {capacity / 2**30:.1f} GiB ({fits})"]
 
     records = [r for report in reports for r in report["records"]]
     lines += ["", "Collectives (size per call; time and busbw are means over calls and ranks)"]

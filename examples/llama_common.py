@@ -12,7 +12,8 @@ from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor._random import manual_seed as dtensor_manual_seed
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                               parallelize_module)
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
 
 import torch_neuron
@@ -37,12 +38,27 @@ SIZES = {
 SEED = 0
 
 
-def llama_config(size, layers=None):
-    """--layers N keeps the size's widths with N decoder layers (a quick look at a big model)."""
+def llama_config(size, layers=None, tp=1):
+    """--layers N keeps the size's widths with N decoder layers (a quick look at a big model).
+    With more tensor-parallel ranks than key/value heads, each key/value head is replicated so
+    that every rank holds one, as NxD Inference's GQA.REPLICATE_TO_TP_DEGREE does (8 heads at
+    TP 32 become 32; aws-neuron/neuronx-distributed-inference,
+    src/neuronx_distributed_inference/modules/attention/gqa.py). The weights are random, so
+    the copies are not tied: shapes and costs are the replicated model's."""
     config = dict(SIZES[size], attn_implementation="sdpa")
     if layers is not None:
         config["num_hidden_layers"] = layers
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    if tp % kv_heads == 0 and heads % tp == 0:
+        config["num_key_value_heads"] = max(kv_heads, tp)
     return transformers.LlamaConfig(**config)
+
+
+def check_tensor_parallel(config, tp):
+    if config.num_attention_heads % tp or config.num_key_value_heads % tp:
+        raise SystemExit(f"error: {config.num_attention_heads} query and "
+                         f"{config.num_key_value_heads} key/value heads do not split over --tp "
+                         f"{tp}")
 
 
 def start(tp, pp):
@@ -78,8 +94,16 @@ def tensor_parallel(model, tp_mesh, logits):
     (Colwise), o and down by input features (Rowwise, an all-reduce after each), the
     embedding by vocabulary. `logits`: "sharded" leaves the lm_head's output a DTensor split
     by vocabulary (for loss_parallel), "replicated" all-gathers it."""
-    layer_plan = {name: ColwiseParallel() for name in (
-        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")}
+    # The attention's and the MLP's input enters as one replicated DTensor, so the backward
+    # adds the q, k and v (gate and up) input gradients before one all-reduce, as Megatron's
+    # fused projections do, instead of all-reducing each.
+    replicated = (Replicate(),)
+    layer_plan = {
+        "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Replicate()},
+                                        desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+        "mlp": PrepareModuleInput(input_layouts=replicated, desired_input_layouts=replicated)}
+    layer_plan.update({name: ColwiseParallel() for name in (
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")})
     layer_plan.update({"self_attn.o_proj": RowwiseParallel(), "mlp.down_proj": RowwiseParallel()})
     for layer in model.model.layers:
         parallelize_module(layer, tp_mesh, layer_plan)

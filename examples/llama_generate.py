@@ -37,13 +37,11 @@ parser.add_argument("--new-tokens", type=int, default=8)
 parser.add_argument("--compile", action="store_true")
 args = parser.parse_args()
 
-config = common.llama_config(args.size, args.layers)
+config = common.llama_config(args.size, args.layers, args.tp)
+common.check_tensor_parallel(config, args.tp)
 mesh, rank, world, dp = common.start(args.tp, 1)
 if dp != 1:
     raise SystemExit(f"error: launch --tp {args.tp} ranks, not {world}")
-if config.num_key_value_heads % args.tp:
-    raise SystemExit(f"error: {config.num_key_value_heads} key/value heads do not split over "
-                     f"--tp {args.tp}")
 if args.new_tokens < 2 or args.prompt_len + args.new_tokens > config.max_position_embeddings:
     raise SystemExit("error: --new-tokens must be at least 2, and the prompt and new tokens "
                      f"at most the model's {config.max_position_embeddings} positions")
@@ -78,7 +76,8 @@ generate()  # warm-up (and compilation with --compile)
 tokens, first_ms, per_token_ms = generate()
 if rank == 0:
     info = torch_neuron._C._instance_info()
-    print(f"Llama {args.size}: {config.num_hidden_layers} layers, bf16, tensor parallel over "
+    print(f"Llama {args.size}: {config.num_hidden_layers} layers, {config.num_key_value_heads} "
+          f"key/value heads, bf16, tensor parallel over "
           f"{args.tp} NeuronCores of a {info['name']}; batch {args.batch}, prompt "
           f"{args.prompt_len} tokens, {args.new_tokens} new tokens"
           f"{', compiled' if args.compile else ''}", flush=True)

@@ -57,7 +57,8 @@ parser.add_argument("--activation-checkpointing", action="store_true")
 parser.add_argument("--compile", action="store_true")
 args = parser.parse_args()
 
-config = common.llama_config(args.size, args.layers)
+config = common.llama_config(args.size, args.layers, args.tp)
+common.check_tensor_parallel(config, args.tp)
 mesh, rank, world, dp = common.start(args.tp, args.pp)
 accumulation, rest = divmod(args.global_batch, dp * args.micro_batch)
 problems = [
@@ -65,8 +66,6 @@ problems = [
      f"parallel {dp} x --micro-batch {args.micro_batch}"),
     (config.num_hidden_layers % args.pp, f"{config.num_hidden_layers} layers do not split "
      f"into --pp {args.pp} equal stages"),
-    (config.num_key_value_heads % args.tp, f"{config.num_key_value_heads} key/value heads do "
-     f"not split over --tp {args.tp}"),
     (args.seq > config.max_position_embeddings, f"--seq {args.seq} is longer than the "
      f"model's {config.max_position_embeddings} positions"),
     # The backward of compiled tensor-parallel layers fails in PyTorch 2.13 with any backend
@@ -103,8 +102,9 @@ class Stage(nn.Module):
         return self.lm_head(hidden) if last else hidden
 
 
+# Model FLOPs count the published model's parameters, without replicated key/value heads.
+params = common.parameter_count(common.model_on_meta(common.llama_config(args.size, args.layers)))
 causal_lm = common.model_on_meta(config)
-params = common.parameter_count(causal_lm)
 per_stage = config.num_hidden_layers // args.pp
 causal_lm.model.layers = nn.ModuleList(causal_lm.model.layers[pp_rank * per_stage:][:per_stage])
 if not first:
@@ -195,7 +195,8 @@ def train_step(step):
 printer = rank == (args.pp - 1) * dp * args.tp  # the first rank of the last stage
 if printer:
     print(f"Llama {args.size}: {config.num_hidden_layers} layers, {params / 1e6:.1f}M "
-          f"parameters (without the embedding); {world} ranks = tp {args.tp} x pp {args.pp} x "
+          f"parameters (without the embedding), {config.num_key_value_heads} key/value heads; "
+          f"{world} ranks = tp {args.tp} x pp {args.pp} x "
           f"dp {dp} ({args.dp}) on {torch_neuron._C._instance_info()['name']}; seq {args.seq}, "
           f"global batch {args.global_batch} = dp {dp} x micro-batch {args.micro_batch} x "
           f"{accumulation} accumulation steps", flush=True)

@@ -1,6 +1,7 @@
 #include "trnsim/schedule.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <queue>
 #include <utility>
@@ -301,12 +302,14 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
     transfer.engine = Engine::Dma;
     transfer.queue = schedule.next_dma_queue();
     transfer.duration_ns = time.duration_ns;
-    transfer.reads = regions.tiled_reads;
-    transfer.reads.insert(transfer.reads.end(), regions.whole_reads.begin(),
-                          regions.whole_reads.end());
-    transfer.writes = regions.writes;
-    transfer.writes.insert(transfer.writes.end(), regions.whole_writes.begin(),
-                           regions.whole_writes.end());
+    for (const auto* list : {&regions.tiled_reads, &regions.whole_reads,
+                             &regions.sbuf_tiled_reads, &regions.sbuf_whole_reads}) {
+      transfer.reads.insert(transfer.reads.end(), list->begin(), list->end());
+    }
+    for (const auto* list : {&regions.writes, &regions.whole_writes, &regions.sbuf_writes,
+                             &regions.sbuf_whole_writes}) {
+      transfer.writes.insert(transfer.writes.end(), list->begin(), list->end());
+    }
     transfer.source = source;
     schedule.add(std::move(transfer));
     return 1;
@@ -324,13 +327,20 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
     for (const Region& r : regions.writes) writes.push_back(slice(r, i, tiles));
     writes.insert(writes.end(), regions.whole_writes.begin(), regions.whole_writes.end());
     if (!regions.tile_scratch.empty()) writes.push_back(regions.tile_scratch[i]);
+    std::vector<Region> engine_reads = reads, engine_writes = writes;
+    for (const Region& r : regions.sbuf_tiled_reads) engine_reads.push_back(slice(r, i, tiles));
+    engine_reads.insert(engine_reads.end(), regions.sbuf_whole_reads.begin(),
+                        regions.sbuf_whole_reads.end());
+    for (const Region& r : regions.sbuf_writes) engine_writes.push_back(slice(r, i, tiles));
+    engine_writes.insert(engine_writes.end(), regions.sbuf_whole_writes.begin(),
+                         regions.sbuf_whole_writes.end());
     for (int e = 0; e < kComputeEngines; ++e) {
       if (cost.engine_ns[e] <= 0) continue;
       Instruction ins;
       ins.engine = static_cast<Engine>(e);
       ins.duration_ns = cost.engine_ns[e] / tiles;
-      ins.reads = reads;
-      ins.writes = writes;
+      ins.reads = engine_reads;
+      ins.writes = engine_writes;
       ins.source = source;
       ins.group = group;
       schedule.add(std::move(ins));
@@ -419,7 +429,7 @@ bool has_engine_work(const WorkTime& time) {
 
 }  // namespace
 
-std::vector<uint64_t> OpProgram::sbuf_savings() const {
+std::vector<OpProgram::SbufUse> OpProgram::sbuf_use() const {
   // Pass 1: the tensors the program writes (Note [Intermediates in SBUF]): who writes each,
   // which ops read how many of its bytes, and the last op that touches it.
   struct Tensor {
@@ -432,6 +442,7 @@ std::vector<uint64_t> OpProgram::sbuf_savings() const {
   struct Read {
     size_t tensor;
     uint64_t bytes;
+    size_t input;  // which of the op's inputs
   };
   const size_t n = pending_.size();
   std::vector<Tensor> tensors;
@@ -448,15 +459,17 @@ std::vector<uint64_t> OpProgram::sbuf_savings() const {
       live.clear();
       continue;
     }
-    for (const Region& r : op.inputs) {
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
       for (size_t t : live) {
-        const uint64_t b = overlap_bytes(r, tensors[t].region);
+        const uint64_t b = overlap_bytes(op.inputs[j], tensors[t].region);
         if (b == 0) continue;
-        reads[i].push_back({t, b});
+        reads[i].push_back({t, b, j});
         tensors[t].last_use = i;
       }
     }
-    for (const Region& w : op.outputs) {
+    written[i].assign(op.outputs.size(), SIZE_MAX);
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      const Region& w = op.outputs[j];
       if (w.end <= w.begin) continue;
       live.erase(std::remove_if(live.begin(), live.end(),
                                 [&](size_t t) { return overlap_bytes(w, tensors[t].region) > 0; }),
@@ -464,7 +477,7 @@ std::vector<uint64_t> OpProgram::sbuf_savings() const {
       const bool kept = !kept_known_ || std::any_of(kept_.begin(), kept_.end(), [&](const Region& k) {
         return overlap_bytes(w, k) > 0;
       });
-      written[i].push_back(tensors.size());
+      written[i][j] = tensors.size();
       live.push_back(tensors.size());
       tensors.push_back({w, i, i, kept});
     }
@@ -473,24 +486,37 @@ std::vector<uint64_t> OpProgram::sbuf_savings() const {
   std::vector<std::vector<size_t>> ends(n);
   for (size_t t = 0; t < tensors.size(); ++t) ends[tensors[t].last_use].push_back(t);
   uint64_t used = 0;
-  std::vector<uint64_t> saved(n, 0);
+  std::vector<SbufUse> use(n);
   for (size_t i = 0; i < n; ++i) {
-    for (size_t t : written[i]) {
-      Tensor& tensor = tensors[t];
+    const PendingOp& op = pending_[i];
+    use[i].output_in_sbuf.assign(op.outputs.size(), false);
+    for (size_t j = 0; j < written[i].size(); ++j) {
+      if (written[i][j] == SIZE_MAX) continue;
+      Tensor& tensor = tensors[written[i][j]];
       const uint64_t size = tensor.region.end - tensor.region.begin;
       if (used + size > resident_capacity_) continue;
       tensor.resident = true;
       used += size;
-      if (!tensor.kept) saved[i] += size;
+      if (!tensor.kept) {
+        use[i].saved += size;
+        use[i].output_in_sbuf[j] = true;
+      }
     }
+    std::vector<uint64_t> from_sbuf(op.inputs.size(), 0);
     for (const Read& r : reads[i]) {
-      if (tensors[r.tensor].resident) saved[i] += r.bytes;
+      if (!tensors[r.tensor].resident) continue;
+      use[i].saved += r.bytes;
+      from_sbuf[r.input] += r.bytes;
+    }
+    use[i].input_in_sbuf.resize(op.inputs.size());
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
+      use[i].input_in_sbuf[j] = from_sbuf[j] > 0 && from_sbuf[j] >= region_bytes(op.inputs[j]);
     }
     for (size_t t : ends[i]) {
       if (tensors[t].resident) used -= tensors[t].region.end - tensors[t].region.begin;
     }
   }
-  return saved;
+  return use;
 }
 
 void OpProgram::build() const {
@@ -498,12 +524,12 @@ void OpProgram::build() const {
   schedule_ = Schedule(*instance_, schedule_.dma_queues());
   next_buffer_ = 0;
   saved_bytes_ = 0;
-  const std::vector<uint64_t> saved = sbuf_savings();
-  for (size_t i = 0; i < pending_.size(); ++i) place(pending_[i], saved[i]);
+  std::vector<SbufUse> use = sbuf_use();
+  for (size_t i = 0; i < pending_.size(); ++i) place(pending_[i], std::move(use[i]));
   built_ = true;
 }
 
-void OpProgram::place(const PendingOp& op, uint64_t saved) const {
+void OpProgram::place(const PendingOp& op, SbufUse use) const {
   const uint32_t tag = schedule_.source(op.source);
   OpRegions regions;
   if (!op.known) {
@@ -513,8 +539,9 @@ void OpProgram::place(const PendingOp& op, uint64_t saved) const {
     return;
   }
   WorkTime time = op.time;
-  if (saved > 0 && has_engine_work(time)) {
-    saved = std::min<uint64_t>(saved, time.cost.bytes);
+  const bool in_sbuf = has_engine_work(time);  // a transfer moves what it moves
+  if (in_sbuf && use.saved > 0) {
+    const uint64_t saved = std::min<uint64_t>(use.saved, time.cost.bytes);
     time.cost.set_bytes(*instance_, time.cost.bytes - saved);
     saved_bytes_ += saved;
   }
@@ -525,7 +552,8 @@ void OpProgram::place(const PendingOp& op, uint64_t saved) const {
   const int tiles = static_cast<int>(std::clamp<uint64_t>(
       (largest + kProgramTileBytes - 1) / kProgramTileBytes, 1, kMaxOpTiles));
   const bool tensor_engine = time.cost.engine_ns[static_cast<int>(Engine::Tensor)] > 0;
-  for (const Region& r : *inputs) {
+  for (size_t j = 0; j < inputs->size(); ++j) {
+    const Region& r = (*inputs)[j];
     // An input that is also an output (an out= argument, an in-place operand) is ordered by
     // the write already: a write waits for every earlier reader and writer.
     if (std::any_of(outputs->begin(), outputs->end(), [&](const Region& o) {
@@ -534,14 +562,18 @@ void OpProgram::place(const PendingOp& op, uint64_t saved) const {
       continue;
     }
     const bool tiled = !tensor_engine && tiles > 1 && region_bytes(r) >= largest;
-    (tiled ? regions.tiled_reads : regions.whole_reads).push_back(r);
+    const bool sbuf = in_sbuf && use.input_in_sbuf[j];
+    (tiled ? (sbuf ? regions.sbuf_tiled_reads : regions.tiled_reads)
+           : (sbuf ? regions.sbuf_whole_reads : regions.whole_reads))
+        .push_back(r);
   }
-  for (const Region& r : *outputs) {
-    if (region_bytes(r) == largest || tiles == 1) {
-      regions.writes.push_back(r);
-    } else {
-      regions.whole_writes.push_back(r);
-    }
+  for (size_t j = 0; j < outputs->size(); ++j) {
+    const Region& r = (*outputs)[j];
+    const bool tiled = region_bytes(r) == largest || tiles == 1;
+    const bool sbuf = in_sbuf && use.output_in_sbuf[j];
+    (tiled ? (sbuf ? regions.sbuf_writes : regions.writes)
+           : (sbuf ? regions.sbuf_whole_writes : regions.whole_writes))
+        .push_back(r);
   }
   if (is_compute(time)) {
     for (int i = 0; i < tiles; ++i) {

@@ -321,6 +321,31 @@ TEST(OpProgram, IntermediatesStayInSbufInputsAndOutputsInHbm) {
   EXPECT_EQ(unknown.sbuf_saved_bytes(), mib);
 }
 
+TEST(OpProgram, AWeightLoadDoesNotWaitForTheActivationInSbuf) {
+  // f makes t (1 MiB, kept in SBUF: no HBM bytes) on VectorE; g reads t and a program input
+  // w and writes the output y on ScalarE (3 MiB alone, 2 MiB with t in SBUF). g's transfer
+  // moves w and y only, so it starts at once, beside f: the program takes
+  // max(f + g on their engines, g's 2 MiB at the stream bandwidth), not f + max(g, 2 MiB).
+  const InstanceSpec& trn1 = find_instance("trn1.2xlarge");
+  const uint64_t mib = 1 << 20;
+  const Work f{Streaming{StreamingKernel::Elementwise, Engine::Vector, mib / 4}, mib};
+  const Work g{Streaming{StreamingKernel::Elementwise, Engine::Scalar, mib / 4}, 3 * mib};
+  const WorkTime tf = time_of(trn1, f), tg = time_of(trn1, g);
+  const std::vector<Region> none, tmp{bytes(0, mib)}, w{bytes(mib, 2 * mib)},
+      y{bytes(2 * mib, 3 * mib)}, g_in{bytes(0, mib), bytes(mib, 2 * mib)};
+  OpProgram program(trn1);
+  program.keep_in_hbm(w);
+  program.keep_in_hbm(y);
+  program.add_op(tf, &none, &tmp, "f");
+  program.add_op(tg, &g_in, &y, "g");
+  EXPECT_EQ(program.sbuf_saved_bytes(), 2 * mib);
+  const double vf = tf.cost.engine_ns[static_cast<int>(Engine::Vector)];
+  const double vg = tg.cost.engine_ns[static_cast<int>(Engine::Scalar)];
+  const double dma = static_cast<double>(2 * mib) / trn1.core_stream_gbps();
+  ASSERT_GT(dma, vf + vg);  // the load is the longer: it hides f entirely
+  EXPECT_NEAR(program.schedule().run().makespan_ns, std::max(vf + vg, dma), 1e-6);
+}
+
 TEST(OpProgram, AnIntermediateLargerThanHalfTheSbufSpills) {
   // trn1.2xlarge: 24 MiB of SBUF, 12 MiB of it for intermediates. A 16 MiB intermediate does
   // not fit and round-trips through HBM. An op of unknown operands may read anything from HBM

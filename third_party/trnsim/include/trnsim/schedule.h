@@ -151,6 +151,10 @@ struct OpRegions {
   // Empty, or one region per tile that tile i also writes (its SBUF buffer: buffers reused
   // across ops make a tile wait until the earlier tile of that buffer is done).
   std::vector<Region> tile_scratch;
+  // Regions the op's engines read and write where they stay in SBUF (Note [Intermediates in
+  // SBUF]), tiled or whole as above: its DMA transfers move none of their bytes, so they do
+  // not wait for them (a weight load starts before the activation it multiplies is made).
+  std::vector<Region> sbuf_tiled_reads, sbuf_whole_reads, sbuf_writes, sbuf_whole_writes;
 };
 // Appends `work` as above; returns the number of instructions added.
 size_t add_work(Schedule& schedule, const Work& work, const OpRegions& regions, int tiles,
@@ -191,7 +195,11 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 // intermediate stays in SBUF from the op that writes it to the last op that reads it when it
 // fits beside the others resident then (first come, first kept; the rest spill), and then:
 //   - its write moves no HBM bytes, and every read of it moves none for the bytes it overlaps;
-//   - a kept output (or input) is still written to HBM, but read back from SBUF.
+//   - a kept output (or input) is still written to HBM, but read back from SBUF;
+//   - the op's DMA transfers neither read nor write what stays in SBUF (OpRegions' sbuf_
+//     lists), so a weight load does not wait for the activation it will multiply: it starts
+//     when its DMA queue and its tile's SBUF buffer are free, so Note [Ops as tiles]'s ring of
+//     buffers bounds how far loads run ahead of compute, as SBUF space does on the hardware.
 // Capacity: half of the core's SBUF (assumption: the other half holds the tiles streamed
 // from HBM, Note [Ops as tiles]'s ring). Only ops with engine work are reduced (a copy is a
 // transfer whatever it moves), never below zero bytes. An op of unknown operands may read
@@ -227,10 +235,15 @@ class OpProgram {
     std::vector<Region> inputs, outputs;
     std::string source;
   };
-  // Bytes each op saves by reading and writing intermediates in SBUF.
-  std::vector<uint64_t> sbuf_savings() const;
+  // What an op reads and writes in SBUF: the bytes it saves, and which of its inputs and
+  // outputs are wholly there.
+  struct SbufUse {
+    uint64_t saved = 0;
+    std::vector<bool> input_in_sbuf, output_in_sbuf;
+  };
+  std::vector<SbufUse> sbuf_use() const;
   void build() const;
-  void place(const PendingOp& op, uint64_t saved) const;
+  void place(const PendingOp& op, SbufUse use) const;
 
   const InstanceSpec* instance_;
   uint64_t sbuf_buffers_;

@@ -690,8 +690,9 @@ def _assign(dst, value):
 _tensor_module.ASSIGN = _assign
 
 from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: E402
-                                         scalar_tensor_tensor, tensor_copy_predicated,
-                                         tensor_scalar_cumulative, tensor_scalar_reduce)
+                                         range_select, scalar_tensor_tensor,
+                                         tensor_copy_predicated, tensor_scalar_cumulative,
+                                         tensor_scalar_reduce)
 
 
 # Instructions of the current release not implemented yet: a clear error instead of
@@ -699,7 +700,7 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
 _NOT_IMPLEMENTED = (
     "nc_matmul_mx", "dma_transpose", "local_gather", "nc_n_gather", "nc_stream_shuffle", "rng", "set_rng_seed",
     "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier", "dma_compute",
-    "quantize_mx", "range_select", "sendrecv", "register_alloc", "register_move",
+    "quantize_mx", "sendrecv", "register_alloc", "register_move",
     "register_load", "register_store", "nc_find_index8", "nc_match_replace8",
     "nonzero_with_count", "topk")
 

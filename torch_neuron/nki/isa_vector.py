@@ -1,6 +1,6 @@
 """More Vector Engine instructions of `nki.isa`: `scalar_tensor_tensor`, `tensor_scalar_reduce`,
-`tensor_scalar_cumulative`, `tensor_copy_predicated`, `max8` and `exponential`
-(NeuronCore-v4); and the Scalar Engine's `activate2` (NeuronCore-v4).
+`tensor_scalar_cumulative`, `tensor_copy_predicated`, `max8`, `range_select` (NeuronCore-v3)
+and `exponential` (NeuronCore-v4); and the Scalar Engine's `activate2` (NeuronCore-v4).
 
 Signatures and rules from the current release's stub, aws-neuron-sdk `nki/api/nki/isa/__init__.py`
 (the snapshot docs/nki.md names); each instruction checks its operands, computes in float32 as the
@@ -356,3 +356,58 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
         ins.write(reduce_res, lambda: (values(), regs[key][:P])[1])
     ins.record("ScalarE", op=op.name, reduce_cmd=reduce_cmd,
                reduce_res=reduce_res is not None)
+
+
+_FP32_MIN = float(np.finfo(np.float32).min)
+_RANGE_COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
+                 reduce_cmd=reduce_cmd.reset_reduce, reduce_res=None, reduce_op=None,
+                 range_start=0, on_false_value=..., name=None):
+    """dst = on_true_tile where comp_op0(index, bound0) and comp_op1(index, bound1) hold for
+    the element's free index (plus range_start), else FP32_MIN; the rows' maxima go to the
+    Vector Engine's accumulators (NeuronCore-v3 and newer)."""
+    from torch_neuron.nki.ops import OPERATORS
+
+    ins = _Instruction("range_select")
+    if ins.target.nc_version < 3:
+        raise ins.error(UnsupportedError, f"nisa.range_select needs NeuronCore-v3 or newer; "
+                                          f"the target is {ins.target.core}")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(on_true_tile, "on_true_tile")
+    ins.same_layout(dst, "dst", on_true_tile, "on_true_tile")
+    if not on_true_tile.dt.is_float:
+        raise ins.error(DtypeError, f"on_true_tile is {on_true_tile.dtype}; it must be a float "
+                                    f"tile")
+    cmp0 = ins.operator(comp_op0, "comp_op0", kinds=("arith",))
+    cmp1 = ins.operator(comp_op1, "comp_op1", kinds=("arith",))
+    for role, op in (("comp_op0", cmp0), ("comp_op1", cmp1)):
+        if op.name not in _RANGE_COMPARISONS:
+            raise ins.error(NkiValidationError, f"{role}=nl.{op.name}: range_select compares "
+                                                f"with {', '.join(_RANGE_COMPARISONS)}")
+    rop = ins.operator(reduce_op if reduce_op is not None else OPERATORS["maximum"],
+                       "reduce_op", reduction=True)
+    if rop.name != "maximum":
+        raise ins.error(NkiValidationError, "range_select reduces with nl.maximum only")
+    if on_false_value is not ... and np.float32(on_false_value) != np.float32(_FP32_MIN):
+        raise ins.error(NkiValidationError, f"on_false_value={on_false_value}: the hardware "
+                                            f"fills with FP32_MIN ({_FP32_MIN}) only")
+    P, F = ins.pf(on_true_tile)
+    b0 = ins.scalar_or_vector(bound0, "bound0", P, float32=True)
+    b1 = ins.scalar_or_vector(bound1, "bound1", P, float32=True)
+    x = ins.f32(on_true_tile, "on_true_tile")
+    cache = {}
+
+    def values():
+        if "y" not in cache:
+            index = (np.float32(range_start) + np.arange(F, dtype=np.float32))[None, :]
+            mask = (apply(cmp0, index, b0) != 0) & (apply(cmp1, index, b1) != 0)
+            cache["y"] = np.where(mask, x, np.float32(_FP32_MIN)).astype(np.float32)
+        return cache["y"]
+
+    regs, key = _accumulate(ins, reduce_cmd, "maximum", P, values, None, reduce_res)
+    ins.write(dst, values)
+    if reduce_res is not None:
+        ins.write(reduce_res, lambda: regs[key][:P])
+    ins.record("VectorE", reduce_cmd=reduce_cmd, reduce_res=reduce_res is not None)

@@ -38,15 +38,16 @@ _DOUBLE_ROW, _PSUM_AND_SBUF, _ZERO_FILL = 1, 2, 4
 # are assumptions (their pages publish no cost): tensor_scalar_reduce as tensor_scalar (the
 # page's "small additional performance cost" of the reduction is not quantified),
 # tensor_copy_predicated as tensor_copy, max8 as one tensor_reduce pass over its input,
-# tensor_scalar_cumulative as tensor_scalar; exponential and activate2 (NeuronCore-v4, which
+# tensor_scalar_cumulative as tensor_scalar, range_select as select_reduce (a select and a
+# reduction in one pass, itself an assumption); exponential and activate2 (NeuronCore-v4, which
 # trnsim cannot time yet) as tensor_scalar and activation.
 _COST_AS = {"scalar_tensor_tensor": "tensor_tensor", "tensor_scalar_reduce": "tensor_scalar",
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
             "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
-            "activate2": "activation"}
+            "activate2": "activation", "range_select": "select_reduce"}
 _FORMULA_OPERAND.update({"scalar_tensor_tensor": "data", "tensor_copy_predicated": "src",
                          "max8": "src", "exponential": "src",
-                         "tensor_scalar_cumulative": "src"})
+                         "tensor_scalar_cumulative": "src", "range_select": "on_true_tile"})
 _SECOND_INPUT = {"tensor_tensor": "data2", "scalar_tensor_tensor": "operand1"}
 
 

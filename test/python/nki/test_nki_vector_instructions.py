@@ -206,3 +206,26 @@ def test_activate2_on_neuroncore_v4():
 
     with pytest.raises(nki.NkiValidationError, match="activate2 takes"):
         nki.jit(bad, platform_target="trn3")(x, b)
+
+
+def test_range_select_masks_by_free_index_and_takes_row_maxima():
+    x = rand(8, 64)
+    lo = np.arange(8, dtype=np.float32)[:, None] * 4      # a band per row
+    hi = lo + 10
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a, b0, b1):
+        out, best = nl.ndarray(a.shape, nl.float32), nl.ndarray((8, 1), nl.float32)
+        nisa.range_select(dst=out, on_true_tile=load(a), comp_op0=nl.greater_equal,
+                          comp_op1=nl.less, bound0=load(b0), bound1=load(b1),
+                          reduce_res=best, range_start=2)
+        return store(out), store(best)
+
+    p = nki.profile(kernel, x, lo, hi)
+    out, best = p.run.result
+    index = 2 + np.arange(64)[None, :]
+    expected = np.where((index >= lo) & (index < hi), x, np.finfo(np.float32).min)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(best[:, 0], expected.max(1))
+    with pytest.raises(nki.UnsupportedError, match="NeuronCore-v3"):
+        nki.jit(kernel, platform_target="trn1")(x, lo, hi)

@@ -88,6 +88,7 @@ def test_virtual_world_of_64_ranks_on_two_instances():
     assert "ranks 33 ran" in out or "rank 33 ran" in out
 
 
+@pytest.mark.extended
 def test_no_execute_job_predicts_what_the_computing_job_predicts():
     computed = job_lines(launch("--nproc-per-node", "2", JOBS, "--job", "fsdp"))
     predicted = job_lines(launch("--nproc-per-node", "2", "--no-execute", JOBS, "--job", "fsdp"))

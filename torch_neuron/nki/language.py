@@ -394,9 +394,52 @@ def where(condition, x, y, dtype=None) -> NkiTensor:
     return out
 
 
+def var(x, axis, dtype=None, keepdims=False) -> NkiTensor:
+    """Population variance over the last free dims, kept as [P, 1, ...] (the stub: "result
+    always has keepdims=True shape"): the mean, the centred values squared on the Scalar
+    Engine, their mean."""
+    m = mean(x, axis, dtype=float32, keepdims=True)
+    centred = ndarray(x.shape, float32, buffer=sbuf)
+    _isa.tensor_scalar(dst=centred, data=x, op0=_OPERATORS["subtract"], operand0=m)
+    squares = ndarray(x.shape, float32, buffer=sbuf)
+    _isa.activation(dst=squares, op=_OPERATORS["square"], data=centred)
+    return mean(squares, axis, dtype=dtype or x.dtype, keepdims=True)
+
+
+def _all(x, axis, dtype=None) -> NkiTensor:
+    """1 where every element along the axes is nonzero, else 0 (a logical_and reduction)."""
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(sorted(int(a) % x.ndim for a in axes))
+    shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    shape = shape + (1,) * (2 - len(shape)) if len(shape) < 2 else shape
+    out = _result(x, dtype, shape)
+    _isa.tensor_reduce(dst=out, op=_OPERATORS["logical_and"], data=x, axis=axes)
+    return out
+
+
+globals()["all"] = _all  # nl.all, without hiding the builtin from this module's code
+
+
+def dropout(x, rate, dtype=None) -> NkiTensor:
+    """x with elements zeroed at probability `rate` (nisa.dropout into a new tile)."""
+    out = _result(x, dtype)
+    if out.dtype != x.dtype:
+        staged = _result(x, None)
+        _isa.dropout(dst=staged, data=x, prob=rate)
+        _isa.tensor_copy(dst=out, src=staged)
+        return out
+    _isa.dropout(dst=out, data=x, prob=rate)
+    return out
+
+
+def expand_dims(x, axis) -> NkiTensor:
+    """A view of x with a new dim of size 1 at `axis` (not the partition dim)."""
+    return x.expand_dim(int(axis) % (x.ndim + 1))
+
+
 _NOT_IMPLEMENTED = ("fori_loop", "while_loop", "shared_constant", "shared_identity_matrix",
                     "rand", "random_seed", "gather_flattened", "load_transpose2d",
-                    "expand_dims", "var", "all", "no_reorder", "dropout")
+                    "no_reorder")
 
 
 def __getattr__(name):

@@ -229,3 +229,25 @@ def test_range_select_masks_by_free_index_and_takes_row_maxima():
     np.testing.assert_array_equal(best[:, 0], expected.max(1))
     with pytest.raises(nki.UnsupportedError, match="NeuronCore-v3"):
         nki.jit(kernel, platform_target="trn1")(x, lo, hi)
+
+
+def test_language_var_all_dropout_expand_dims():
+    x = rand(64, 3, 40)
+    flags = (RNG.uniform(size=(64, 40)) > 0.02).astype(np.float32)
+
+    def kernel(a, f):
+        t = load(a)
+        v = nl.var(t, axis=(1, 2))
+        everywhere = nl.all(load(f), axis=1)
+        kept = nl.dropout(t, 0.0)
+        dropped = nl.dropout(t, 1.0)
+        e = nl.expand_dims(load(f), 1)
+        return store(v), store(everywhere), store(kept), store(dropped), store(e)
+
+    v, everywhere, kept, dropped, e = nki.simulate(kernel)(x, flags)
+    np.testing.assert_allclose(v.reshape(64), x.reshape(64, -1).var(1), rtol=1e-5)
+    np.testing.assert_array_equal(everywhere.reshape(64), flags.all(1).astype(np.float32))
+    np.testing.assert_array_equal(kept, x)
+    np.testing.assert_array_equal(dropped, np.zeros_like(x))
+    assert e.shape == (64, 1, 40)
+    np.testing.assert_array_equal(e[:, 0], flags)

@@ -14,6 +14,7 @@ def test_blas_runs_one_thread_inside_a_kernel_and_is_restored_after():
     if blas._openblas() is None:
         pytest.skip("NumPy's BLAS is not an OpenBLAS this process can find")
     get, set_ = blas._openblas()
+    original = get()
     set_(2)
     seen = []
 
@@ -27,5 +28,8 @@ def test_blas_runs_one_thread_inside_a_kernel_and_is_restored_after():
         return out
 
     x = np.arange(256, dtype=np.float32).reshape(128, 2)
-    np.testing.assert_array_equal(kernel(x), x)
-    assert seen == [1] and get() == 2
+    try:
+        np.testing.assert_array_equal(kernel(x), x)
+        assert seen == [1] and get() == 2
+    finally:
+        set_(original)

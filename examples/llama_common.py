@@ -13,7 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor._random import manual_seed as dtensor_manual_seed
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                               parallelize_module)
+                                               SequenceParallel, parallelize_module)
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
 
 import torch_neuron
@@ -89,30 +89,42 @@ def parameter_count(model):
     return sum(p.numel() for p in model.parameters()) - model.model.embed_tokens.weight.numel()
 
 
-def tensor_parallel(model, tp_mesh, logits):
+def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False):
     """Megatron-style tensor parallelism: q, k, v, gate and up split by output features
     (Colwise), o and down by input features (Rowwise, an all-reduce after each), the
     embedding by vocabulary. `logits`: "sharded" leaves the lm_head's output a DTensor split
-    by vocabulary (for loss_parallel), "replicated" all-gathers it."""
+    by vocabulary (for loss_parallel), "replicated" all-gathers it. `sequence_parallel`
+    (Megatron's too): between the blocks, activations and norms are split by sequence
+    (Shard(1)); each all-reduce becomes a reduce-scatter, and an all-gather brings the whole
+    sequence into attention and the MLP. The layers then see 1/tp of the sequence, so the
+    model must be given the whole sequence's position ids."""
+    between = Shard(1) if sequence_parallel else Replicate()
     # The attention's and the MLP's input enters as one replicated DTensor, so the backward
-    # adds the q, k and v (gate and up) input gradients before one all-reduce, as Megatron's
-    # fused projections do, instead of all-reducing each.
-    replicated = (Replicate(),)
+    # adds the q, k and v (gate and up) input gradients before one reduction, as Megatron's
+    # fused projections do, instead of reducing each.
     layer_plan = {
-        "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Replicate()},
+        "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": between},
                                         desired_input_kwarg_layouts={"hidden_states": Replicate()}),
-        "mlp": PrepareModuleInput(input_layouts=replicated, desired_input_layouts=replicated)}
+        "mlp": PrepareModuleInput(input_layouts=(between,), desired_input_layouts=(Replicate(),))}
     layer_plan.update({name: ColwiseParallel() for name in (
         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")})
-    layer_plan.update({"self_attn.o_proj": RowwiseParallel(), "mlp.down_proj": RowwiseParallel()})
+    layer_plan.update({name: RowwiseParallel(output_layouts=between)
+                       for name in ("self_attn.o_proj", "mlp.down_proj")})
+    if sequence_parallel:
+        layer_plan.update({name: SequenceParallel()
+                           for name in ("input_layernorm", "post_attention_layernorm")})
     for layer in model.model.layers:
         parallelize_module(layer, tp_mesh, layer_plan)
     plan = {}
     if model.model.embed_tokens is not None:
-        plan["model.embed_tokens"] = RowwiseParallel(input_layouts=Replicate())
+        plan["model.embed_tokens"] = RowwiseParallel(input_layouts=Replicate(),
+                                                     output_layouts=between)
     if model.lm_head is not None:
-        plan["lm_head"] = (ColwiseParallel(use_local_output=False) if logits == "sharded"
-                           else ColwiseParallel(output_layouts=Replicate()))
+        if sequence_parallel:
+            plan["model.norm"] = SequenceParallel()
+        plan["lm_head"] = (ColwiseParallel(input_layouts=between, use_local_output=False)
+                           if logits == "sharded" else
+                           ColwiseParallel(input_layouts=between, output_layouts=Replicate()))
     parallelize_module(model, tp_mesh, plan)
 
 

@@ -49,6 +49,8 @@ parser.add_argument("--layers", type=int, help="override the size's number of de
 parser.add_argument("--tp", type=int, default=1)
 parser.add_argument("--pp", type=int, default=1)
 parser.add_argument("--dp", choices=["zero1", "fsdp"], default="zero1")
+parser.add_argument("--sequence-parallel", action="store_true", help="with --tp: norms and "
+                    "activations between blocks split by sequence")
 parser.add_argument("--seq", type=int, default=64)
 parser.add_argument("--global-batch", type=int, default=8)
 parser.add_argument("--micro-batch", type=int, default=2)
@@ -98,7 +100,8 @@ class Stage(nn.Module):
         # (looking for packed sequences), which predict-only mode cannot. It holds the keys
         # and values attention saves for backward anyway (checkpointed layers skip it).
         cache = transformers.DynamicCache(config=config)
-        hidden = self.model(**inputs, cache=cache).last_hidden_state
+        positions = torch.arange(args.seq, device=x.device).unsqueeze(0)  # x may be a part
+        hidden = self.model(**inputs, cache=cache, position_ids=positions).last_hidden_state
         return self.lm_head(hidden) if last else hidden
 
 
@@ -112,10 +115,11 @@ if not first:
 if not last:
     causal_lm.model.norm, causal_lm.lm_head = nn.Identity(), None
 if args.activation_checkpointing:
-    causal_lm.gradient_checkpointing_enable({"use_reentrant": False})
+    causal_lm.activation_checkpointing_enable({"use_reentrant": False})
 stage = Stage(causal_lm)
 if args.tp > 1:
-    common.tensor_parallel(stage, mesh["tp"], logits="sharded")
+    common.tensor_parallel(stage, mesh["tp"], logits="sharded",
+                           sequence_parallel=args.sequence_parallel)
 if args.dp == "fsdp" and dp > 1:
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in stage.model.layers:

@@ -4,10 +4,11 @@ other and with numbers computed here, and a parallel run trains the same losses 
 process (the examples seed every weight and micro-batch by its place in the whole job).
 
 Tolerances: pipeline parallel and ZeRO-1 data parallel losses are bit for bit one process's
-(the same kernels on the same bytes; measured: equal). Tensor parallel: relative 5e-5. Under
-bf16 autocast a rowwise-parallel projection rounds each rank's partial product to bf16 before
-the all-reduce where one device rounds the whole sum once (measured: 1e-5 relative). The
-check still tells the weights apart: another seed's initial loss differs by 5e-4 relative.
+(the same kernels on the same bytes; measured: equal). Tensor parallel, with and without
+sequence parallel: relative 5e-5. Under bf16 autocast a rowwise-parallel projection rounds
+each rank's partial product to bf16 before the all-reduce (or reduce-scatter) where one
+device rounds the whole sum once (measured: 1e-5 relative). The check still tells the
+weights apart: another seed's initial loss differs by 5e-4 relative.
 
 Times (2-core machine): the one-process run 5-10 s; each 2-rank launch 10-30 s, each 4-rank
 launch 15-25 s; all extended.
@@ -100,8 +101,11 @@ def tensor_parallel():  # 10-20 s
 
 
 @pytest.mark.extended  # a 2-rank launch (module docstring)
-def test_pretrain_tensor_parallel_matches_one_process(one_process, tensor_parallel):
-    out = tensor_parallel
+@pytest.mark.parametrize("sequence_parallel", [False, True])
+def test_pretrain_tensor_parallel_matches_one_process(one_process, tensor_parallel,
+                                                      sequence_parallel):
+    out = run(PRETRAIN, "--tp", "2", "--sequence-parallel", ranks=2) if sequence_parallel \
+        else tensor_parallel
     assert "2 ranks = tp 2 x pp 1 x dp 1" in out, out
     torch.testing.assert_close(torch.tensor(losses(out), dtype=torch.float64),
                                torch.tensor(losses(one_process), dtype=torch.float64),

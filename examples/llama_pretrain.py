@@ -2,14 +2,19 @@
 
     python examples/llama_pretrain.py --size tiny
     python -m torch_neuron run --nproc-per-node 2 examples/llama_pretrain.py --size tiny --tp 2
-    TORCH_NEURON_EXECUTE=0 python examples/llama_pretrain.py --size 8b --layers 2 --seq 8192
+    python -m torch_neuron run --nnodes 32 --nproc-per-node 32 --virtual \
+        --instance trn1.32xlarge examples/llama_pretrain.py --size 8b --tp 32 \
+        --sequence-parallel --activation-checkpointing --seq 8192 --global-batch 1024 \
+        --micro-batch 1
 
 Hugging Face's LlamaForCausalLM with random weights, built on the meta device and materialised
 on neuron (examples/llama_common.py). Ranks form a ("pp", "dp", "tp") mesh, data parallel =
-world / (tp * pp): tensor parallel with parallelize_module over "tp", pipeline parallel over
-"pp" (each stage a contiguous slice of decoder layers, Schedule1F1B), data parallel over "dp"
-with DDP + ZeroRedundancyOptimizer (ZeRO-1, the default) or FSDP2 (--dp fsdp). Each dp rank
-accumulates global batch / (dp * micro-batch) micro-batches per step.
+world / (tp * pp): tensor (and with --sequence-parallel, sequence) parallel with
+parallelize_module over "tp", pipeline parallel over "pp" (each stage a contiguous slice of
+decoder layers, Schedule1F1B), data parallel over "dp" with DDP + ZeroRedundancyOptimizer
+(ZeRO-1, the default) or FSDP2 (--dp fsdp). Each dp rank accumulates global batch / (dp *
+micro-batch) micro-batches per step. The first rank of the last pipeline stage prints the
+losses and throughput (in a virtual world, run it: --run-ranks); every rank its peak HBM.
 
 bf16: float32 parameters under torch.autocast(bfloat16). Matmuls run in bf16 while AdamW
 updates float32 weights (master weights, as AWS's NxD Training Llama recipes keep them; a bf16

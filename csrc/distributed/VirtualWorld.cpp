@@ -65,10 +65,10 @@ std::vector<trnsim::RankPlace> torchrun_places(const trnsim::InstanceSpec& insta
                                                int ranks_per_node) {
   if (ranks_per_node == 0) ranks_per_node = instance.core_count();
   TORCH_CHECK_VALUE(ranks >= 1 && ranks_per_node >= 1 && ranks_per_node <= instance.core_count(),
-                    "rank placement needs ranks >= 1 and 1 <= ranks per node <= ",
+                    "rank placement needs ranks >= 1 and 1 <= ranks_per_node <= ",
                     instance.core_count(), " (the NeuronCores of ", instance.name,
-                    "); got ", ranks, " ranks, ", ranks_per_node,
-                    " per node. Choose a larger instance or fewer ranks per node");
+                    "); got ranks=", ranks, ", ranks_per_node=", ranks_per_node,
+                    ". Choose a larger instance or fewer ranks per node");
   std::vector<trnsim::RankPlace> places;
   places.reserve(ranks);
   for (int r = 0; r < ranks; ++r) {

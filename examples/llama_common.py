@@ -107,7 +107,8 @@ def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False):
                                         desired_input_kwarg_layouts={"hidden_states": Replicate()}),
         "mlp": PrepareModuleInput(input_layouts=(between,), desired_input_layouts=(Replicate(),))}
     layer_plan.update({name: ColwiseParallel() for name in (
-        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")})
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+        "mlp.gate_proj", "mlp.up_proj")})
     layer_plan.update({name: RowwiseParallel(output_layouts=between)
                        for name in ("self_attn.o_proj", "mlp.down_proj")})
     if sequence_parallel:

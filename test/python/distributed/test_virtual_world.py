@@ -52,12 +52,14 @@ def assert_within(actual, expected, rel, what):
 
 
 @pytest.mark.extended
-@pytest.mark.parametrize("job, run_ranks", [("ddp", "0"), ("zero1", "0"), ("fsdp", "0"),
-                                            ("tp", "0"), ("fsdp_tp", "0"), ("pipe", "0,2")])
+@pytest.mark.parametrize("job, run_ranks", [
+    ("ddp", "0"), ("zero1", "0"), ("fsdp", "0"), ("tp", "0"), ("fsdp_tp", "0"), ("pipe", "0,2"),
+    ("fsdp_tp --checkpoint --accumulate 2", "3")])
 def test_virtual_world_predicts_what_every_rank_running_predicts(job, run_ranks):
-    real = launch("--nproc-per-node", "4", "--no-execute", JOBS, "--job", job)
+    job, *options = job.split()
+    real = launch("--nproc-per-node", "4", "--no-execute", JOBS, "--job", job, *options)
     virtual = launch("--nproc-per-node", "4", "--virtual", "--run-ranks", run_ranks, JOBS,
-                     "--job", job)
+                     "--job", job, *options)
     real_jobs, virtual_jobs = job_lines(real), job_lines(virtual)
     assert sorted(real_jobs) == [0, 1, 2, 3]
     assert sorted(virtual_jobs) == [int(r) for r in run_ranks.split(",")]

@@ -254,6 +254,7 @@ def run(tokens: list[str]) -> int:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if not isinstance(e.code, (int, type(None))):
                 print(e.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+                error = str(e.code)
         except Exception as e:
             # The script failed: its traceback, as `python SCRIPT.py` shows it (without the
             # frames of this launcher), then the report of the work it did until then.

@@ -121,8 +121,15 @@ def summary(reports: list[dict], world_size: int, running: list[int] | None = No
                      f"{row['peak_hbm'] / 2**20:>16.1f}{failed}")
     peaks = [rank_row(report)["peak_hbm"] for report in reports]
     capacity = info.get("hbm_bytes_per_core", 0)
+    # A failed allocation is not in the peak: a rank that ran out of HBM says so in its error.
+    out_of_memory = [r["rank"] for r in reports if "out of memory" in (r.get("error") or "")]
     if peaks and capacity:
-        fits = "every rank's peak fits" if max(peaks) <= capacity else "a rank's peak does NOT fit"
+        if out_of_memory:
+            fits = f"rank {out_of_memory[0]} ran out of it"
+        elif max(peaks) <= capacity:
+            fits = "every rank's peak fits"
+        else:
+            fits = "a rank's peak does NOT fit"
         lines += ["", f"HBM per NeuronCore: {capacity / 2**30:.1f} GiB ({fits})"]
 
     records = [r for report in reports for r in report["records"]]

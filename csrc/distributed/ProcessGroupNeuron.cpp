@@ -19,6 +19,7 @@
 #include "aten/Charge.h"
 #include "runtime/HostView.h"
 #include "distributed/HostStaging.h"
+#include "distributed/InlineCollective.h"
 #include "distributed/NeuronWork.h"
 #include "distributed/SpmdCpuBackend.h"
 #include "distributed/VirtualWorld.h"
@@ -42,6 +43,10 @@ using WorkList = std::vector<c10::intrusive_ptr<c10d::Work>>;
 constexpr int kBulkTagBit = 1 << 29;
 constexpr int kSizeTagBit = 1 << 30;
 constexpr int kAgreementTag = kBulkTagBit | kSizeTagBit;
+// The most data a message carries besides its header: a point-to-point transfer's inline data
+// (Note [Point-to-point sizes]) or a collective's data for one peer (Note [Collectives that
+// carry their data]). An assumption of this design, not a hardware figure.
+constexpr int64_t kInlineBytes = 64 << 10;
 
 // The neuron device the op runs on: the first neuron tensor's, or nullopt for CPU-only calls.
 std::optional<c10::Device> neuron_device(const std::vector<at::Tensor>& tensors) {
@@ -109,6 +114,25 @@ void apply_premul(const c10d::ReduceOp& op, std::vector<at::Tensor>& host, bool 
   const auto factor = premul_factor(op);
   if (!factor) return;
   for (auto& t : host) t = in_place ? t.mul_(*factor) : t.mul(*factor);
+}
+
+// What else every rank must agree on (Note [Neuron process group]): the root and reduce op.
+double call_detail(int root, std::optional<c10d::ReduceOp> op = std::nullopt) {
+  return root * 256.0 + (op ? static_cast<int>(op->op_) + 1 : 0);
+}
+
+// `flat`'s elements in `parts` equal consecutive chunks (its dim-0 chunks when contiguous).
+std::vector<at::Tensor> flat_chunks(const at::Tensor& flat, int parts) {
+  const int64_t chunk = flat.numel() / parts;
+  std::vector<at::Tensor> chunks;
+  for (int r = 0; r < parts; ++r) chunks.push_back(flat.reshape({-1}).narrow(0, r * chunk, chunk));
+  return chunks;
+}
+
+// Whether every tensor of `list` holds `bytes`.
+bool all_hold(const std::vector<at::Tensor>& list, uint64_t bytes) {
+  return std::all_of(list.begin(), list.end(),
+                     [&](const at::Tensor& t) { return t.nbytes() == bytes; });
 }
 
 // Whether process `pid` of this machine still runs (a zombie has exited).
@@ -276,70 +300,143 @@ double ProcessGroupNeuron::arrival_ns(c10::Device device) {
                    torch_neuron::device(index).dma_free_ns()});
 }
 
+// Note [Collectives that carry their data]
+// The agreement (Note [Neuron process group]) costs one message latency before the data moves,
+// which doubles the wall time of a small collective. A collective whose data for each peer
+// fits in kInlineBytes therefore sends that data in its agreement message, after the record:
+// all_reduce, reduce_scatter and reduce send their (chunk of the) input to the ranks that
+// reduce it, all_gather and all_to_all with equal splits their input (chunk), broadcast the
+// root's tensor. Every rank then checks the records as before and only if all agree computes
+// its outputs from what arrived (InlineCollective.h; reductions in rank order, so that every
+// rank gets the same bits): one message latency in all, where Gloo needs one (2 ranks) to
+// several (a ring). Every inbox can take the largest message, so a rank that carries data to
+// a peer that does not (its data is larger, uneven splits) or that called another collective
+// overflows nothing: the data that came along is then dropped, and the collective either goes
+// to Gloo (every rank agrees but one did not carry) or raises on every rank (they disagree).
+// Virtual worlds and predict-only mode carry no data (their rules stay in data_ and
+// HostStaging).
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     Collective kind, OpType type, c10::Device device, uint64_t bytes, at::ScalarType dtype,
-    std::vector<at::Tensor> outputs, HostStaging& staging, const GlooOps& ops) {
+    std::vector<at::Tensor> outputs, HostStaging& staging, const GlooOps& ops, double detail,
+    const std::optional<InlinePlan>& plan) {
   const auto stream = collective_stream(device.index(), stream_slot_);
   trnsim::Queue& queue = queue_of(stream);
   const char* name = trnsim::collective_name(kind);
-  // Agree on the clock and check that every rank calls the same collective before Gloo moves
-  // any data (Gloo aborts the process on a size mismatch): every rank sends its
-  // [arrival, signature, checked bytes, bytes] to every other rank and receives theirs, all at
-  // once (one message latency, where a gather to rank 0 and a broadcast back took two), and
-  // each rank reaches the same verdict from the same records.
+  // Agree on the clock and check that every rank calls the same collective before any data is
+  // used (Gloo aborts the process on a size mismatch): every rank sends its record [arrival,
+  // signature, checked bytes, bytes, ...] to every other rank and receives theirs, all at once
+  // (one message latency), and each rank reaches the same verdict from the same records. A
+  // small collective's data rides in the same messages (Note [Collectives that carry their
+  // data]).
   // Predict-only ranks move no data (HostStaging stages nothing): every rank must agree.
   const bool moves_data = execution_enabled();
   const double signature = static_cast<double>((moves_data ? 0 : 1 << 16) +
                                                static_cast<int>(kind) * 256 +
                                                static_cast<int>(dtype) + 1);
-  // all_to_all's sizes may differ per rank (uneven splits): the largest is charged.
-  const double checked_bytes = kind == Collective::AllToAll ? 0.0 : static_cast<double>(bytes);
-  enum Field { kArrival, kSignature, kChecked, kBytes, kKnown, kFields };
-  std::vector<std::vector<at::Tensor>> records(getSize());
-  for (auto& record : records) record.push_back(at::empty({kFields}, at::kDouble));
-  double* m = records[getRank()][0].data_ptr<double>();
-  m[kArrival] = arrival_ns(device);
-  m[kSignature] = signature;
-  m[kChecked] = checked_bytes;
-  m[kBytes] = static_cast<double>(bytes);
+  // all_to_all's sizes may differ per rank with uneven splits (-1: not checked; the largest is
+  // charged); an all_to_all has a plan exactly when its splits are equal.
+  const double checked_bytes =
+      kind == Collective::AllToAll && !plan ? -1.0 : static_cast<double>(bytes);
+  const int me = getRank();
+  bool carries = plan.has_value() && moves_data &&
+                 std::find(gloo_ranks_.begin(), gloo_ranks_.end(), -1) == gloo_ranks_.end();
+  if (carries) {
+    for (const auto& payload : plan->payloads) {
+      carries = carries && (!payload.defined() ||
+                            payload.nbytes() <= static_cast<size_t>(kInlineBytes));
+    }
+  }
+  enum Field { kArrival, kSignature, kChecked, kBytes, kKnown, kDetail, kCarries, kPayload,
+               kFields };
+  constexpr int64_t kRecordBytes = kFields * sizeof(double);
+  double mine[kFields];
+  mine[kArrival] = arrival_ns(device);
+  mine[kSignature] = signature;
+  mine[kChecked] = checked_bytes;
+  mine[kBytes] = static_cast<double>(bytes);
   // Predict-only: whether this rank's tensors can take part with values (Note [Known values in
   // predict-only mode]); the data moves only if every running rank's can.
-  m[kKnown] = staging.values_known() ? 1.0 : 0.0;
+  mine[kKnown] = staging.values_known() ? 1.0 : 0.0;
+  mine[kDetail] = detail;
+  mine[kCarries] = carries ? 1.0 : 0.0;
+  mine[kPayload] = 0;
+  at::Tensor bare;  // the record alone, for every peer this rank sends no data
+  auto message_for = [&](int r) {
+    const at::Tensor payload = carries ? plan->payloads[r] : at::Tensor();
+    const int64_t extra = payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0;
+    if (extra == 0 && bare.defined()) return bare;
+    at::Tensor message = at::empty({kRecordBytes + extra}, at::kByte);
+    auto* record = reinterpret_cast<double*>(message.data_ptr());
+    std::memcpy(record, mine, kRecordBytes);
+    record[kPayload] = static_cast<double>(extra);
+    if (extra > 0) {
+      std::memcpy(message.data_ptr<uint8_t>() + kRecordBytes, payload.data_ptr(), extra);
+    } else {
+      bare = message;
+    }
+    return message;
+  };
+  // Every inbox can take the largest message: a peer may carry data where this rank does not.
+  std::vector<at::Tensor> inboxes(getSize());
   WorkList exchange;
   try {  // (Gloo raises at issue too, when a peer has gone)
     for (int r = 0; r < getSize(); ++r) {
       const int peer = gloo_rank(r);
-      if (r == getRank() || peer < 0) continue;  // a virtual rank arrives with this one
-      exchange.push_back(gloo_->send(records[getRank()], peer, kAgreementTag));
-      exchange.push_back(gloo_->recv(records[r], peer, kAgreementTag));
+      if (r == me || peer < 0) continue;  // a virtual rank arrives with this one
+      std::vector<at::Tensor> inbox{at::empty({kRecordBytes + kInlineBytes}, at::kByte)};
+      inboxes[r] = inbox[0];
+      exchange.push_back(gloo_->recv(inbox, peer, kAgreementTag));
+      std::vector<at::Tensor> message{message_for(r)};
+      exchange.push_back(gloo_->send(message, peer, kAgreementTag));
     }
   } catch (const std::exception& e) {
     raise_failed(name, e);
   }
   wait_all(exchange, name);
+  auto record_of = [&](int r) {
+    return r == me ? mine : reinterpret_cast<const double*>(inboxes[r].data_ptr());
+  };
   double start_ns = 0, charged_size = 0;
-  bool all_known = true;
+  bool all_known = true, all_carry = true;
   int differing = -1;
-  const double* first = m;
   for (int r = 0; r < getSize(); ++r) {
     if (gloo_rank(r) < 0) continue;
-    const double* a = records[r][0].data_ptr<double>();
+    const double* a = record_of(r);
     start_ns = std::max(start_ns, a[kArrival]);
     all_known = all_known && a[kKnown] != 0.0;
+    all_carry = all_carry && a[kCarries] != 0.0;
     charged_size = std::max(charged_size, a[kBytes]);
-    if (differing < 0 && (a[kSignature] != first[kSignature] || a[kChecked] != first[kChecked])) {
+    const bool checked = a[kChecked] >= 0 && mine[kChecked] >= 0;
+    if (differing < 0 && (a[kSignature] != mine[kSignature] || a[kDetail] != mine[kDetail] ||
+                          (checked && a[kChecked] != mine[kChecked]))) {
       differing = r;
     }
   }
+  // Data that rode along is used only if every rank's sizes agree (all_to_all's too: a rank
+  // carries its data only with equal splits).
+  for (int r = 0; r < getSize() && all_carry && differing < 0; ++r) {
+    if (record_of(r)[kBytes] != mine[kBytes]) differing = r;
+  }
   TORCH_CHECK(differing < 0, error_context(name), ": rank ", differing,
-              " of the group called a different collective, size or dtype than this rank ("
-              "this rank: ", name, " of ", bytes, " bytes of ", dtype,
+              " of the group called a different collective, size, dtype, root or reduce op "
+              "than this rank (this rank: ", name, " of ", bytes, " bytes of ", dtype,
               moves_data ? "" : ", predict-only", "; rank ", differing, ": ",
-              static_cast<uint64_t>(records[differing][0].data_ptr<double>()[kBytes]),
+              static_cast<uint64_t>(record_of(differing)[kBytes]),
               " bytes). Every rank must call the same collectives in the same order with "
-              "matching sizes and dtypes, all computing or all in predict-only mode.");
+              "matching sizes, dtypes, roots and reduce ops, all computing or all in "
+              "predict-only mode.");
   const bool with_values = !moves_data && all_known && ops;
-  if (ops && (moves_data || with_values)) {
+  if (all_carry) {
+    std::vector<at::Tensor> received(getSize());
+    for (int r = 0; r < getSize(); ++r) {
+      received[r] = r == me ? (plan->payloads[me].defined() ? host_bytes(plan->payloads[me])
+                                                            : at::empty({0}, at::kByte))
+                            : inboxes[r].narrow(0, kRecordBytes,
+                                                static_cast<int64_t>(record_of(r)[kPayload]));
+    }
+    plan->combine(received);
+    staging.finish();
+  } else if (ops && (moves_data || with_values)) {
     wait_all(ops(), name);
     staging.finish();
   }
@@ -366,8 +463,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::broadcast(
   HostStaging staging;
   // The root's tensors are read, the others' only written.
   auto host = opts.rootRank == getRank() ? staging.in_outs(tensors) : staging.outputs(tensors);
-  return collective(Collective::Broadcast, OpType::BROADCAST, *device, total_bytes(tensors), dtype_of(tensors),
-                    tensors, staging, [&] { return WorkList{data_->broadcast(host, opts)}; });
+  std::optional<InlinePlan> plan;
+  if (host.size() == 1) plan = inline_broadcast(host[0], opts.rootRank, getRank(), getSize());
+  return collective(Collective::Broadcast, OpType::BROADCAST, *device, total_bytes(tensors),
+                    dtype_of(tensors), tensors, staging,
+                    [&] { return WorkList{data_->broadcast(host, opts)}; },
+                    call_detail(opts.rootRank), plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
@@ -380,8 +481,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce(
   apply_premul(opts.reduceOp, host, /*in_place=*/true);
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
-  return collective(Collective::AllReduce, OpType::ALLREDUCE, *device, total_bytes(tensors), dtype_of(tensors),
-                    tensors, staging, [&] { return WorkList{data_->allreduce(host, gloo_opts)}; });
+  std::optional<InlinePlan> plan;
+  if (host.size() == 1) plan = inline_all_reduce(host[0], gloo_opts.reduceOp, getSize());
+  return collective(Collective::AllReduce, OpType::ALLREDUCE, *device, total_bytes(tensors),
+                    dtype_of(tensors), tensors, staging,
+                    [&] { return WorkList{data_->allreduce(host, gloo_opts)}; },
+                    call_detail(0, opts.reduceOp), plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allreduce_coalesced(
@@ -417,9 +522,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce(std::vector<at::Tensor
   apply_premul(opts.reduceOp, host, /*in_place=*/true);
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
-  return collective(Collective::Reduce, OpType::REDUCE, *device, total_bytes(tensors), dtype_of(tensors),
-                    tensors,
-                    staging, [&] { return WorkList{data_->reduce(host, gloo_opts)}; });
+  std::optional<InlinePlan> plan;
+  if (host.size() == 1) {
+    plan = inline_reduce(host[0], gloo_opts.reduceOp, opts.rootRank, getRank(), getSize());
+  }
+  return collective(Collective::Reduce, OpType::REDUCE, *device, total_bytes(tensors),
+                    dtype_of(tensors), tensors, staging,
+                    [&] { return WorkList{data_->reduce(host, gloo_opts)}; },
+                    call_detail(opts.rootRank, opts.reduceOp), plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
@@ -433,9 +543,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather(
   auto host_out = staging.outputs(outputs);
   std::vector<at::Tensor> flat;
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
-  return collective(Collective::AllGather, OpType::ALLGATHER, *device, total_bytes(outputs), dtype_of(inputs),
-                    flat, staging,
-                    [&] { return WorkList{data_->allgather(host_out, host_in, opts)}; });
+  std::optional<InlinePlan> plan;
+  if (host_in.size() == 1 && host_out.size() == 1 &&
+      static_cast<int>(host_out[0].size()) == getSize() &&
+      all_hold(host_out[0], host_in[0].nbytes())) {
+    plan = inline_all_gather(host_out[0], host_in[0]);
+  }
+  return collective(Collective::AllGather, OpType::ALLGATHER, *device, total_bytes(outputs),
+                    dtype_of(inputs), flat, staging,
+                    [&] { return WorkList{data_->allgather(host_out, host_in, opts)}; }, 0, plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_allgather_base(
@@ -475,6 +591,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
   auto host_in = staging.inputs(inputs);
   auto host_out = staging.outputs(outputs);
   const OpType type = outputs.size() == 1 ? OpType::_ALLGATHER_BASE : OpType::COALESCED;
+  std::optional<InlinePlan> plan;
+  if (host_out.size() == 1 && host_out[0].nbytes() == host_in[0].nbytes() * getSize()) {
+    plan = inline_all_gather(flat_chunks(host_out[0], getSize()), host_in[0]);
+  }
   return collective(Collective::AllGather, type, *device, total_bytes(outputs), dtype_of(inputs),
                     outputs,
                     staging, [&] {
@@ -483,7 +603,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::allgather_into_tensor_coalesc
                         works.push_back(data_->_allgather_base(host_out[i], host_in[i], opts));
                       }
                       return works;
-                    });
+                    }, 0, plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::gather(
@@ -534,9 +654,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter(
   }
   auto gloo_opts = opts;
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
+  std::optional<InlinePlan> plan;
+  if (host_out.size() == 1 && host_in.size() == 1 &&
+      static_cast<int>(host_in[0].size()) == getSize() &&
+      all_hold(host_in[0], host_out[0].nbytes())) {
+    plan = inline_reduce_scatter(host_out[0], host_in[0], gloo_opts.reduceOp);
+  }
   return collective(Collective::ReduceScatter, OpType::REDUCE_SCATTER, *device,
                     total_bytes(outputs) * getSize(), dtype_of(outputs), outputs, staging,
-                    [&] { return WorkList{data_->reduce_scatter(host_out, host_in, gloo_opts)}; });
+                    [&] { return WorkList{data_->reduce_scatter(host_out, host_in, gloo_opts)}; },
+                    call_detail(0, opts.reduceOp), plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::_reduce_scatter_base(
@@ -565,6 +692,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
   gloo_opts.reduceOp = gloo_reduce_op(opts.reduceOp);
   const OpType type =
       outputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE : OpType::REDUCE_SCATTER_TENSOR_COALESCED;
+  std::optional<InlinePlan> plan;
+  if (host_out.size() == 1 && host_in[0].nbytes() == host_out[0].nbytes() * getSize()) {
+    plan = inline_reduce_scatter(host_out[0], flat_chunks(host_in[0], getSize()),
+                                 gloo_opts.reduceOp);
+  }
   return collective(Collective::ReduceScatter, type, *device, total_bytes(inputs), dtype_of(inputs),
                     outputs,
                     staging, [&] {
@@ -574,7 +706,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::reduce_scatter_tensor_coalesc
                             data_->_reduce_scatter_base(host_out[i], host_in[i], gloo_opts));
                       }
                       return works;
-                    });
+                    }, call_detail(0, opts.reduceOp), plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
@@ -587,12 +719,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall_base(
   HostStaging staging;
   auto host_in = staging.input(input);
   auto host_out = staging.output(output);
+  // Equal splits carry their data (Note [Collectives that carry their data]); uneven ones go
+  // to Gloo.
+  std::optional<InlinePlan> plan;
+  if (output_split_sizes.empty() && input_split_sizes.empty() && input.dim() > 0 &&
+      input.size(0) % getSize() == 0 && host_out.nbytes() == host_in.nbytes()) {
+    plan = inline_all_to_all(flat_chunks(host_out, getSize()), flat_chunks(host_in, getSize()));
+  }
   return collective(Collective::AllToAll, OpType::ALLTOALL_BASE, *device, total_bytes({input}),
                     input.scalar_type(),
                     {output}, staging, [&] {
                       return WorkList{data_->alltoall_base(host_out, host_in, output_split_sizes,
                                                            input_split_sizes, opts)};
-                    });
+                    }, 0, plan);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::alltoall(std::vector<at::Tensor>& outputs,
@@ -712,7 +851,6 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 namespace {
 
 constexpr int64_t kHeaderBytes = 3 * sizeof(double);  // arrival, bytes, values inline
-constexpr int64_t kInlineBytes = 64 << 10;
 constexpr auto kLaneGrace = std::chrono::milliseconds(2);
 
 std::vector<at::Tensor> one_double(double value) {

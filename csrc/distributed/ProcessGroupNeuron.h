@@ -23,11 +23,13 @@
 
 #include <trnsim/collective.h>
 
+#include "distributed/InlineCollective.h"
 #include "distributed/PointToPoint.h"
 #include "distributed/SendLanes.h"
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,13 +119,17 @@ class ProcessGroupNeuron final : public c10d::Backend {
   using GlooOps = std::function<std::vector<c10::intrusive_ptr<c10d::Work>>()>;
 
   // Agrees with the other ranks on the start time and on what is being called (kind, bytes,
-  // dtype), runs `ops`, finishes `staging`, charges `bytes` of `kind` on the collective stream
-  // of `device` and returns the finished Work with `outputs`.
+  // dtype, `detail`: root and reduce op), runs `ops` (or `plan`, whose data rides in the
+  // agreement: Note [Collectives that carry their data]), finishes `staging`, charges `bytes`
+  // of `kind` on the collective stream of `device` and returns the finished Work with
+  // `outputs`.
   c10::intrusive_ptr<c10d::Work> collective(trnsim::Collective kind, c10d::OpType type,
                                             c10::Device device, uint64_t bytes,
                                             at::ScalarType dtype,
                                             std::vector<at::Tensor> outputs,
-                                            HostStaging& staging, const GlooOps& ops);
+                                            HostStaging& staging, const GlooOps& ops,
+                                            double detail = 0,
+                                            const std::optional<InlinePlan>& plan = {});
   // Waits for Gloo works, turning their errors into one that names this group and op.
   void wait_all(const std::vector<c10::intrusive_ptr<c10d::Work>>& works, const char* op);
   // Raises the DistBackendError of a failed `op` (naming ranks whose processes exited).

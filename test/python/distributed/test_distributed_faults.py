@@ -21,6 +21,25 @@ def test_mismatched_collectives_raise_on_every_rank():
         assert "raised" in result.stdout and "all_reduce" in result.stdout, result.stdout
 
 
+def test_every_mismatch_raises_on_every_rank_and_the_group_stays_usable():
+    # Note [Collectives that carry their data]: the data rides with the check, and is used
+    # only once every rank agrees.
+    results = run_ranks("faults_worker.py", 2, ["mismatch_kinds"], env={"TEST_PG_TIMEOUT": "20"},
+                        timeout=90)
+    kinds = ("all_reduce", "reduce", "broadcast", "all_gather_into_tensor", "all_gather",
+             "reduce_scatter_tensor", "reduce_scatter", "all_to_all_single")
+    for result in results:
+        out = assert_ok(result).stdout
+        for kind in kinds:
+            for what in ("size", "small and large size", "dtype"):
+                assert f"raised: {kind}, different {what}\n" in out, out
+            other = "reduce op" if "reduce" in kind else "collective"
+            assert f"raised: {kind}, different {other}\n" in out, out
+        for kind in ("reduce", "broadcast"):
+            assert f"raised: {kind}, different root\n" in out, out
+        assert "group usable" in out, out
+
+
 def test_mismatch_is_named_with_distributed_debug_detail():
     results = run_ranks("faults_worker.py", 2, ["mismatch"],
                         env={"TEST_PG_TIMEOUT": "10", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"},

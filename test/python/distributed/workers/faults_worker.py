@@ -3,6 +3,11 @@ processes (conftest.run_ranks); the scenario is the first argument:
 
   rank_exits   rank 1 exits after joining; the others' all_reduce raises naming rank 1
   mismatch     ranks all-reduce tensors of different sizes; every rank raises
+  mismatch_kinds
+               every collective whose data rides in its agreement (Note [Collectives that
+               carry their data]) called with different sizes (small and large), dtypes,
+               reduce ops, roots or collectives on the two ranks: both raise, and the group
+               stays usable
   p2p_sizes    rank 0 sends 8 floats, rank 1 receives 16, then 16 into 8, then 4 into 2 from
                any rank: both ranks raise a DistBackendError naming both ranks and sizes; then
                matching exchanges work, waited for in either order
@@ -61,6 +66,60 @@ elif scenario == "mismatch":
         print(f"raised: {type(e).__name__}: {e}")
         os._exit(0)  # the group is broken; don't wait for its teardown
     sys.exit("mismatched all_reduce did not raise")
+elif scenario == "mismatch_kinds":
+    def tensor(n, dtype=torch.float32):
+        return torch.full((n,), 7, dtype=dtype, device=device)
+
+    def cases(n, dtype=torch.float32, op=dist.ReduceOp.SUM, root=0):
+        """Per collective, a call on this rank's n elements (n a multiple of world)."""
+        out = tensor(n * world, dtype)
+        chunk = tensor(n // world, dtype)
+        return {
+            "all_reduce": lambda: dist.all_reduce(tensor(n, dtype), op=op),
+            "reduce": lambda: dist.reduce(tensor(n, dtype), dst=root, op=op),
+            "broadcast": lambda: dist.broadcast(tensor(n, dtype), src=root),
+            "all_gather_into_tensor": lambda: (dist.all_gather_into_tensor(out, tensor(n, dtype)),
+                                               out)[1],
+            "all_gather": lambda: dist.all_gather([tensor(n, dtype) for _ in range(world)],
+                                                  tensor(n, dtype)),
+            "reduce_scatter_tensor": lambda: (dist.reduce_scatter_tensor(
+                chunk, tensor(n, dtype), op=op), chunk)[1],
+            "reduce_scatter": lambda: dist.reduce_scatter(
+                tensor(n, dtype), [tensor(n, dtype) for _ in range(world)], op=op),
+            "all_to_all_single": lambda: (dist.all_to_all_single(out, tensor(n * world, dtype)),
+                                          out)[1],
+        }
+
+    # (what differs, rank 0's arguments, rank 1's arguments)
+    differences = [
+        ("size", dict(n=8), dict(n=16)),
+        ("small and large size", dict(n=8), dict(n=1 << 16)),
+        ("dtype", dict(n=8), dict(n=8, dtype=torch.int32)),
+        ("reduce op", dict(n=8), dict(n=8, op=dist.ReduceOp.MAX)),
+        ("root", dict(n=8), dict(n=8, root=1)),
+    ]
+    for name in cases(8):
+        for what, mine, theirs in differences:
+            if what == "reduce op" and "reduce" not in name:
+                what, theirs = "collective", dict(n=8)  # another collective instead
+                call = cases(**mine)["broadcast" if name != "broadcast" else "all_reduce"]
+            elif what == "root" and name not in ("reduce", "broadcast"):
+                continue
+            else:
+                call = cases(**(mine if rank == 0 else theirs))[name]
+            if what == "collective" and rank == 0:
+                call = cases(**mine)[name]
+            try:
+                call()
+                sys.exit(f"{name} with a different {what} did not raise on rank {rank}")
+            except RuntimeError as e:
+                assert "called a different collective" in str(e), e
+                print(f"raised: {name}, different {what}")
+        # Nothing moved: the group still works, and the next call gets the right data.
+        x = torch.full((4,), float(rank + 1), device=device)
+        dist.all_reduce(x)
+        assert x.tolist() == [world * (world + 1) / 2] * 4, x
+    print("group usable")
 elif scenario == "p2p_sizes":
     for sent, received in ((8, 16), (16, 8)):
         try:

@@ -101,11 +101,14 @@ def collective_rows(records: list[dict], by_size: bool = False) -> list[dict]:
         if not is_collective(r):
             continue
         d = collective_detail(r)
-        key = (r["name"], r["bytes"]) if by_size else r["name"]
+        # The collective's size as nccl-tests counts it (the detail's), not the record's bytes,
+        # which are what this rank's DMA moves.
+        size = int(d.get("bytes", r["bytes"]))
+        key = (r["name"], size) if by_size else r["name"]
         row = rows.setdefault(key, {"name": r["name"], "bytes": 0, "calls": 0, "time_ns": 0.0,
                                     "algorithms": set(), "links": set(), "group_ranks": set(),
                                     "busbw_sum": 0.0, "issuers": set()})
-        row["bytes"] = r["bytes"] if by_size else row["bytes"] + r["bytes"]
+        row["bytes"] = size if by_size else row["bytes"] + size
         row["calls"] += 1
         row["time_ns"] += r["duration_ns"]
         row["busbw_sum"] += float(d.get("busbw_gbps", 0.0))

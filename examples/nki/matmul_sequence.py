@@ -63,9 +63,6 @@ def hoisted(lhsT, rhs, result_dtype=nl.float32):
             nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TILE_K:(k + 1) * TILE_K,
                                                    m * TILE_M:(m + 1) * TILE_M])
         for n in nl.affine_range(N // TILE_N):
-            # The last iteration's rhs tiles die before the next ones are allocated (the
-            # tutorial rebinds its tile list first), so at K = 8192 they fit in SBUF.
-            b = None
             b = nl.ndarray((TILE_K, KT, TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
             for k in nl.affine_range(KT):
                 nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TILE_K:(k + 1) * TILE_K,
@@ -108,9 +105,6 @@ def blocked_free(lhsT, rhs, tiles_m=2, tiles_n=2, result_dtype=nl.float32):
             nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TILE_K:(k + 1) * TILE_K,
                                                    mb * BM:(mb + 1) * BM])
         for nb in nl.affine_range(N // BN):
-            # The last iteration's rhs tiles die before the next ones are allocated (the
-            # tutorial rebinds its tile list first), so at K = 8192 they fit in SBUF.
-            b = None
             b = nl.ndarray((TILE_K, KT, BN), dtype=rhs.dtype, buffer=nl.sbuf)
             for k in nl.affine_range(KT):
                 nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TILE_K:(k + 1) * TILE_K,

@@ -23,8 +23,8 @@ With the optional `compat/nki` distribution installed, `import nki` is this pack
 from torch_neuron.nki import isa, language, typing
 from torch_neuron.nki.errors import (CapacityError, DtypeError, MemorySpaceError,
                                      NkiValidationError, OutOfBoundsError, PartitionLimitError,
-                                     PsumBankError, ShapeError, TileSizeError,
-                                     UninitializedReadError, UnsupportedError)
+                                     PsumBankError, ReleasedTileError, ShapeError,
+                                     TileSizeError, UninitializedReadError, UnsupportedError)
 from torch_neuron.nki.kernel import Kernel, jit, run, simulate
 from torch_neuron.nki.op import nki_op
 from torch_neuron.nki.profile import KernelProfile, TimedInstruction, profile
@@ -36,5 +36,5 @@ __all__ = [
     "Operand", "Region", "isa", "language", "typing", "NkiValidationError",
     "PartitionLimitError", "TileSizeError", "CapacityError", "PsumBankError", "DtypeError",
     "MemorySpaceError", "ShapeError", "OutOfBoundsError", "UninitializedReadError",
-    "UnsupportedError",
+    "UnsupportedError", "ReleasedTileError",
 ]

@@ -74,5 +74,9 @@ class UninitializedReadError(NkiValidationError):
     rule = "read of memory never written"
 
 
+class ReleasedTileError(NkiValidationError):
+    rule = "use of a tile after its scope ended"
+
+
 class UnsupportedError(NkiValidationError, NotImplementedError):
     rule = "not supported by this simulator"

@@ -11,7 +11,8 @@ import enum
 import numpy as np
 
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
-                                     PartitionLimitError, ShapeError, UninitializedReadError,
+                                     PartitionLimitError, ReleasedTileError, ShapeError,
+                                     UninitializedReadError,
                                      kernel_source_line)
 from torch_neuron.nki.ops import OPERATORS, REDUCTION_ALIASES, Operator
 from torch_neuron.nki.records import InstructionRecord, Operand
@@ -115,6 +116,14 @@ class _Instruction:
             raise self.error(ShapeError, f"{role} must be an NkiTensor (nl.ndarray), got "
                                          f"{type(t).__name__}")
         storage = t._storage
+        if storage.released is not None:
+            raise self.error(ReleasedTileError,
+                             f"{role} {t!r} was allocated inside an iteration of "
+                             f"{storage.released}, and its buffer was released (the next "
+                             f"iteration's tiles reuse it) when that iteration ended; allocate "
+                             f"it before the loop to keep it (Note [Tile lifetimes])"
+                             if storage.released != "the kernel's end" else
+                             f"{role} {t!r} was released at the kernel's end")
         if on_chip and not storage.on_chip:
             raise self.error(MemorySpaceError,
                              f"{role} {t!r} is in HBM; compute engines read and write only "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 
 import numpy as np
 
@@ -136,6 +137,8 @@ class Kernel:
             raise NkiValidationError(f"kernel[{self.lnc}]: {target.core} supports LNC degrees "
                                      f"1..{target.max_lnc}")
         run = KernelRun(target, self.lnc, self.uninitialized)
+        # The kernel's scopes look at the frames below this one (Note [Tile lifetimes]).
+        run.entry_frame = run.scopes.stop_frame = sys._getframe()
         buffer = MemoryRegion.shared_hbm if self.lnc > 1 else MemoryRegion.private_hbm
         tensors = [a for a in list(args) + list(kwargs.values())
                    if isinstance(a, np.ndarray) or _is_torch(a)]
@@ -167,6 +170,7 @@ class Kernel:
                     if program:
                         run.start_program(program)
                     out = self.fn(*wrapped_args, **wrapped_kwargs)
+                    run.end_program()
                     if program == 0:
                         result = out
             run.result = _convert_result(result, like_torch, device, run)

@@ -18,6 +18,7 @@ from torch_neuron.nki.errors import ShapeError as _ShapeError
 from torch_neuron.nki.errors import UnsupportedError as _UnsupportedError
 from torch_neuron.nki.ops import OPERATORS as _OPERATORS
 from torch_neuron.nki.ops import Operator as _Operator
+from torch_neuron.nki.scopes import scoped as _scoped
 from torch_neuron.nki.tensor import _RUNS
 from torch_neuron.nki.tensor import DynamicSlice as _DynamicSlice
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
@@ -129,8 +130,18 @@ def ds(start, size) -> _DynamicSlice:
 
 # -- loops (all unrolled: the simulator runs the Python loop) ------------------------------------
 
+def _scopes():
+    if not _RUNS:
+        return None
+    run = _RUNS[-1]
+    return run.scopes, run.release
+
+
 def affine_range(start, stop=None, step=1):
-    return range(start, stop, step) if stop is not None else range(start)
+    """Each iteration is a scope: the on-chip tiles it allocates are released when it ends,
+    unless something outliving it holds them (Note [Tile lifetimes] in scopes.py)."""
+    r = range(start, stop, step) if stop is not None else range(start)
+    return _scoped(r, _scopes)
 
 
 sequential_range = static_range = affine_range

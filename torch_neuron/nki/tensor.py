@@ -19,6 +19,7 @@ from torch_neuron.nki import dtypes
 from torch_neuron.nki.errors import (CapacityError, NkiValidationError, OutOfBoundsError,
                                      PartitionLimitError, ShapeError, UnsupportedError)
 from torch_neuron.nki.records import Region
+from torch_neuron.nki.scopes import LoopScopes
 
 
 class MemoryRegion(enum.Enum):
@@ -51,36 +52,58 @@ def resolve_buffer(buffer) -> MemoryRegion:
 # -- the kernel run ------------------------------------------------------------------------------
 
 class _Allocator:
-    """First-fit allocator of one on-chip memory's per-partition address space.
+    """Next-fit allocator of one on-chip memory's per-partition address space.
 
     Every allocation spans all partitions from 0 (an assumption: NKI's allocator places tiles;
     its policy is not documented), so its bytes per partition are prod(shape[1:]) * itemsize.
-    PSUM allocations never straddle a bank boundary when they fit in one bank, and start at a
-    bank boundary when they do not (assumption: matmul output must stay within a bank, see
-    `nc_matmul`)."""
+    A tile goes in the first free gap at or after the end of the last allocation, wrapping
+    around to address 0 when none fits before the end: like NKI's RING allocation mode
+    (`nki.compiler.AllocationMode.RING`, "give each tile a fresh address, and reuse freed
+    memory only after the allocation wraps around, so a DMA into a new tile seldom waits for
+    compute that reads an earlier tile": https://awsdocs-neuron.readthedocs-hosted.com/en/
+    latest/nki/api/generated/nki.compiler.AllocationMode.html; that neuronx-cc's default
+    allocator behaves so is an assumption). Any gap that fits is found, so capacity is as for
+    first-fit. PSUM allocations never straddle a bank boundary when they fit in one bank, and
+    start at a bank boundary when they do not (assumption: matmul output must stay within a
+    bank, see `nc_matmul`). Tiles end with their scope (Note [Tile lifetimes], scopes.py)."""
 
     def __init__(self, space: str, capacity: int, bank: int = 0):
         self.space, self.capacity, self.bank = space, capacity, bank
         self.live: dict[int, tuple[int, int]] = {}  # buffer id -> (start, end)
+        self.cursor = 0
+        self.in_use = 0   # bytes per partition of the live tiles
+        self.peak = 0     # the most ever in use at once
 
     def used(self) -> int:
-        return sum(end - start for start, end in self.live.values())
+        return self.in_use
 
-    def allocate(self, buffer_id: int, nbytes: int, what: str) -> int:
-        start = 0
-        for lo, hi in sorted(self.live.values()):
-            start = self._fit(start)
+    def _search(self, start: int, nbytes: int, intervals) -> Optional[int]:
+        for lo, hi in intervals:
+            if hi <= start:
+                continue
+            start = self._fit(start, nbytes)
             if start + nbytes <= lo:
-                break
+                return start
             start = max(start, hi)
         start = self._fit(start, nbytes)
-        if start + nbytes > self.capacity:
+        return start if start + nbytes <= self.capacity else None
+
+    def allocate(self, buffer_id: int, nbytes: int, what: str) -> int:
+        intervals = sorted(self.live.values())
+        start = self._search(self.cursor, nbytes, intervals)
+        if start is None:
+            start = self._search(0, nbytes, intervals)
+        if start is None:
             raise CapacityError(
                 f"{what} needs {nbytes} bytes per partition but {self.space.upper()} has "
                 f"{self.capacity - self.used()} of {self.capacity} bytes per partition free "
-                f"({len(self.live)} live tiles, {self.used()} bytes); free tiles (let them go "
-                f"out of scope) or use smaller tiles")
+                f"({len(self.live)} live tiles, {self.used()} bytes); tiles live until the "
+                f"end of the loop iteration (or kernel) that allocated them: allocate inside "
+                f"the loop, or use smaller tiles")
         self.live[buffer_id] = (start, start + nbytes)
+        self.cursor = start + nbytes
+        self.in_use += nbytes
+        self.peak = max(self.peak, self.in_use)
         return start
 
     def _fit(self, start: int, nbytes: int = 1) -> int:
@@ -93,7 +116,9 @@ class _Allocator:
         return start
 
     def free(self, buffer_id: int) -> None:
-        self.live.pop(buffer_id, None)
+        span = self.live.pop(buffer_id, None)
+        if span is not None:
+            self.in_use -= span[1] - span[0]
 
 
 class KernelRun:
@@ -110,6 +135,7 @@ class KernelRun:
         self._dma_issued = 0
         self._shared: list = []          # shared_hbm storages in allocation order (LNC > 1)
         self._shared_seen = 0
+        self.entry_frame = None     # Kernel.run's frame (scopes.py looks no further up)
         self.start_program(0)
 
     def start_program(self, program_id: int) -> None:
@@ -120,6 +146,17 @@ class KernelRun:
             "sbuf": _Allocator("sbuf", t.sbuf_partition_bytes),
             "psum": _Allocator("psum", t.psum_partition_bytes, bank=t.psum_bank_bytes),
         }
+        # Note [Tile lifetimes] (scopes.py): the program's body is the outermost scope.
+        self.scopes = LoopScopes(self.entry_frame)
+        self.scopes.open_body()
+
+    def end_program(self) -> None:
+        """The kernel body returned: every on-chip tile of this program is released."""
+        self.scopes.close_body(self.release)
+
+    def release(self, storage, where: str) -> None:
+        storage.released = where
+        self.allocators[storage.buffer.value].free(storage.id)
 
     def new_buffer_id(self) -> int:
         self._next_buffer += 1
@@ -180,6 +217,7 @@ class Storage:
         self.base_pointer = data.__array_interface__["data"][0]
         self.per_partition = math.prod(self.shape[1:])
         self.modified = False
+        self.released: Optional[str] = None   # where its scope ended (Note [Tile lifetimes])
         # PSUM elements whose last write was a matmul (None until a matmul writes): what a
         # later matmul may accumulate onto (see nc_matmul, "Accumulation mode").
         self.matmul_written: Optional[np.ndarray] = None
@@ -191,6 +229,7 @@ class Storage:
             self.address = alloc.allocate(self.id, per_partition,
                                           f"{name or 'tensor'} {self.shape} {dt.name}")
             weakref.finalize(self, alloc.free, self.id)
+            run.scopes.adopt(self)
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:

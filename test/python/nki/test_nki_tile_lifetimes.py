@@ -216,3 +216,22 @@ def test_a_name_rebound_before_a_loop_carries_its_new_tile():
 
     x = np.random.default_rng(3).standard_normal((4, 128, 64), dtype=np.float32)
     np.testing.assert_allclose(kernel(x), x.sum(axis=0), rtol=1e-6, atol=1e-6)
+
+
+def test_break_ends_the_iteration_scope():
+    @nki.jit(platform_target="trn2")
+    def kernel(x):
+        out = nl.ndarray((128, BIG), nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            t = nl.ndarray((128, BIG), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            if i == 1:
+                break
+        u = nl.ndarray((128, BIG), nl.float32, buffer=nl.sbuf)   # fits: t was released
+        nisa.dma_copy(dst=u, src=x)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    x = np.ones((128, BIG), np.float32)
+    np.testing.assert_array_equal(kernel(x), x)
+    assert sbuf_peak(kernel) == BIG * 4

@@ -51,3 +51,17 @@ def test_large_uploads_and_their_results_have_no_values():
         fresh = torch.randint(0, 9, (4,), device="neuron")
         with pytest.raises(NotImplementedError, match="predict-only"):
             fresh.cpu()
+
+
+def test_a_graph_compiled_while_predicting_folds_constants_with_their_values():
+    """Inductor folds uniform constants by computing them on the device and reading them back
+    (.item()): compiled while predicting, the graph must bake the real value, not NaN, since a
+    later executed call reuses it."""
+    def f(x):
+        return x + torch.full((8,), 2.0, device=x.device) * 3.0
+
+    compiled = torch.compile(f, backend="neuron")
+    with torch_neuron.predict_only():
+        compiled(torch.empty(8, device="neuron"))
+    x = torch.arange(8.0)
+    torch.testing.assert_close(compiled(x.to("neuron")).cpu(), f(x))

@@ -43,6 +43,20 @@ import sys
 import weakref
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
+# Before Python 3.13 (PEP 667) `frame.f_locals` of a function frame is a snapshot dict cached
+# on the frame, which would keep a rebound tile alive until the next snapshot; every reader
+# refreshes it first, so emptying it after reading is safe.
+_SNAPSHOT_LOCALS = sys.version_info < (3, 13)
+_OPTIMIZED = 0x1  # CO_OPTIMIZED: a function frame, whose locals live outside the dict
+
+
+def _locals(frame) -> dict:
+    """A copy of the frame's local variables, leaving no reference to them behind."""
+    cached = frame.f_locals
+    values = dict(cached)
+    if _SNAPSHOT_LOCALS and frame.f_code.co_flags & _OPTIMIZED:
+        cached.clear()
+    return values
 
 
 class Scope:
@@ -113,7 +127,7 @@ class LoopScopes:
         base = parent.path if parent is not None and parent.frame is frame else ()
         path = base + (line,)
         owners = self.owners.setdefault(frame.f_code, {})
-        for name, value in frame.f_locals.items():
+        for name, value in _locals(frame).items():
             owner = owners.get(name)
             if owner is None:
                 owners[name] = base
@@ -157,7 +171,7 @@ class LoopScopes:
         frame = scope.frame
         owners = self.owners.setdefault(frame.f_code, {})
         path = scope.path
-        for name, value in frame.f_locals.items():
+        for name, value in _locals(frame).items():
             owner = owners.get(name)
             if owner is None:
                 owners[name] = owner = path
@@ -165,7 +179,7 @@ class LoopScopes:
                 _tiles_in(value, found, seen)
         caller = frame.f_back
         while caller is not None and caller is not self.stop_frame:
-            for value in caller.f_locals.values():
+            for value in _locals(caller).values():
                 if isinstance(value, _CONTAINERS):
                     _tiles_in(value, found, seen)
             caller = caller.f_back

@@ -235,3 +235,22 @@ def test_break_ends_the_iteration_scope():
     x = np.ones((128, BIG), np.float32)
     np.testing.assert_array_equal(kernel(x), x)
     assert sbuf_peak(kernel) == BIG * 4
+
+
+def test_a_tile_the_kernel_drops_after_a_loop_is_freed_at_once():
+    """Looking at the kernel's variables at the loop's end must not keep them alive: the first
+    120 KiB tile, dropped, leaves room for the second."""
+    @nki.jit(platform_target="trn2")
+    def kernel(x):
+        out = nl.ndarray((128, BIG), nl.float32, buffer=nl.shared_hbm)
+        a = nl.ndarray((128, BIG), nl.float32, buffer=nl.sbuf)
+        for _ in nl.affine_range(2):
+            pass
+        a = None
+        a = nl.ndarray((128, BIG), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+
+    x = np.ones((128, BIG), np.float32)
+    np.testing.assert_array_equal(kernel(x), x)

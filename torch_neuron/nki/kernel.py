@@ -21,6 +21,8 @@ import numpy as np
 from torch_neuron.nki import blas, dtypes
 from torch_neuron.nki import target as targets
 from torch_neuron.nki.errors import NkiValidationError, ShapeError, UninitializedReadError
+from torch_neuron.nki.language import _range_scope
+from torch_neuron.nki.range_loops import with_scoped_range_loops
 from torch_neuron.nki.tensor import (KernelRun, MemoryRegion, NkiTensor, pop_run, push_run,
                                      wrap_input)
 from torch_neuron.nki.typing import TensorAnnotation
@@ -164,12 +166,14 @@ class Kernel:
             wrapped_kwargs = {k: wrap(k, a) for k, a in kwargs.items()}
             self._check_annotations(wrapped_args, wrapped_kwargs)
             result = None
+            # `range` loops are scopes too (Note [Tile lifetimes], range_loops.py).
+            fn = with_scoped_range_loops(self.fn, _range_scope)
             with np.errstate(all="ignore") if run.predict_only else _no_context(), \
                     blas.single_threaded():
                 for program in range(self.lnc):
                     if program:
                         run.start_program(program)
-                    out = self.fn(*wrapped_args, **wrapped_kwargs)
+                    out = fn(*wrapped_args, **wrapped_kwargs)
                     run.end_program()
                     if program == 0:
                         result = out

@@ -147,6 +147,11 @@ def affine_range(start, stop=None, step=1):
 sequential_range = static_range = affine_range
 
 
+def _range_scope(iterable):
+    """What a kernel's `for ... in range(...)` iterates through (range_loops.py)."""
+    return _scoped(iterable, _scopes)
+
+
 def dynamic_range(*args, **kwargs):
     raise _UnsupportedError("nl.dynamic_range (device-side loops with registers) is not "
                             "implemented; use nl.affine_range")

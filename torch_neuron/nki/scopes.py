@@ -14,8 +14,9 @@ allocated once and reused across iterations"); and the compile-configuration dee
 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-compile-config.html:
 with NKI's own allocation "the lifetime of each tensor then follows from the kernel source").
 
-So every iteration of `nl.affine_range`/`sequential_range`/`static_range`, and the kernel body,
-is a scope. An SBUF/PSUM tile belongs to the scope that was innermost when it was allocated
+So every iteration of `nl.affine_range`/`sequential_range`/`static_range`, of the kernel
+function's own `for ... in range(...)` loops (range_loops.py), and the kernel body, is a
+scope. An SBUF/PSUM tile belongs to the scope that was innermost when it was allocated
 (`nl.ndarray`/`zeros`/..., or the result tile of an `nl.*` function). When the scope ends its
 tiles are released (their bytes are free for the next iteration's tiles) unless the tile is
 still reachable from something that outlives the scope; then it moves to the enclosing scope and
@@ -28,8 +29,8 @@ while a variable first bound inside the loop body is local to the body, even tho
 keeps it bound after the loop. Attributes of other objects, globals and closures do not count.
 Writing into a tile (`acc[...] = x`, `dst=acc[...]`) is a write, not an allocation: a tile
 allocated before the loop and written in the body lives in the outer scope. Tiles the Python
-program drops earlier are still freed at once (weakref finalizer in tensor.Storage), as plain
-`range` loops, which have no scope here, rely on.
+program drops earlier are still freed at once (weakref finalizer in tensor.Storage), as loops
+that are not scopes (over other iterables, or `range` in a helper) rely on.
 
 A released tile keeps its Python object; any instruction that reads or writes it raises
 `ReleasedTileError` naming the instruction's kernel line and the loop whose iteration released

@@ -254,3 +254,32 @@ def test_a_tile_the_kernel_drops_after_a_loop_is_freed_at_once():
 
     x = np.ones((128, BIG), np.float32)
     np.testing.assert_array_equal(kernel(x), x)
+
+
+def test_plain_range_loops_of_the_kernel_are_scopes_too():
+    """The current stub prefers `range` to nl.affine_range; the kernel's own `range` loops are
+    scopes (recompiled from its source, torch_neuron/nki/range_loops.py), closures and line
+    numbers kept."""
+    scale = 2.0
+
+    @nki.jit(platform_target="trn2")
+    def kernel(x, carry):
+        out = nl.ndarray((128, BIG), nl.float32, buffer=nl.shared_hbm)
+        for i in range(3):
+            t = nl.ndarray((128, BIG), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            nisa.activation(dst=t, op=nl.copy, data=t, scale=scale)
+            if carry and i == 2:
+                line[0] = sys._getframe().f_lineno + 1
+                nisa.dma_copy(dst=out, src=last)
+            nisa.dma_copy(dst=out, src=t)
+            last = t
+        return out
+
+    line = [0]
+    x = np.ones((128, BIG), np.float32)
+    np.testing.assert_array_equal(kernel(x, False), 2 * x)
+    assert sbuf_peak(kernel) == BIG * 4
+    with pytest.raises(nki.ReleasedTileError, match="the loop at") as info:
+        kernel(x, True)
+    assert info.value.source.endswith(f"{HERE}:{line[0]}")

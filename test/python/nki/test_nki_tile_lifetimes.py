@@ -81,7 +81,7 @@ def test_tutorial_blocking_fits_in_fp32():
 @pytest.mark.extended
 def test_tutorial_blocking_fits_at_the_tutorials_size():
     """The whole fp32 [4096, 8192] @ [8192, 8192] kernel with 16 x 2 x 8 blocks (predict-only,
-    about 17 s on 2 cores)."""
+    10-30 s on 2 cores, by load)."""
     lhsT = torch.empty(8192, 4096, dtype=torch.float32, device="neuron")
     rhs = torch.empty(8192, 8192, dtype=torch.float32, device="neuron")
     torch_neuron.set_execute(False)

@@ -1,6 +1,7 @@
 """Training jobs run both for real (every rank a process) and as a virtual world (Note [Virtual
-world]): `--job` picks the parallelism, the tiny transformer trains `--steps` steps and the last
-one is timed with neuron events. Prints one line `JOB {json}` with the step's simulated time.
+world]): `--job` picks the parallelism (a comma-separated list runs each in turn, in one
+process group), the tiny transformer trains `--steps` steps and the last one is timed with
+neuron events. Prints one line `JOB {json}` per job with the step's simulated time.
 
   ddp      DistributedDataParallel over the world
   zero1    DDP + ZeroRedundancyOptimizer (optimizer states sharded)
@@ -34,13 +35,16 @@ import torch_neuron  # noqa: F401
 import _tiny_transformer as tt
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--job", required=True,
-                    choices=["ddp", "zero1", "fsdp", "tp", "fsdp_tp", "pipe"])
+JOBS = ["ddp", "zero1", "fsdp", "tp", "fsdp_tp", "pipe"]
+parser.add_argument("--job", required=True, help=", ".join(JOBS) + ", or several, comma-separated")
 parser.add_argument("--steps", type=int, default=2)
 parser.add_argument("--checkpoint", action="store_true")
 parser.add_argument("--accumulate", type=int, default=1)
 parser.add_argument("--imbalance", action="store_true")
 args = parser.parse_args()
+jobs = args.job.split(",")
+if any(job not in JOBS for job in jobs):
+    parser.error(f"--job: choose from {', '.join(JOBS)}")
 
 local_rank = int(os.environ["LOCAL_RANK"])
 torch.neuron.set_device(local_rank)
@@ -100,7 +104,7 @@ def train_step(model, optimizer):
     optimizer.zero_grad()
 
 
-def pipeline_job():
+def pipeline_job(job):
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     mesh = init_device_mesh("neuron", (2, world // 2), mesh_dim_names=("pp", "dp"))
@@ -146,25 +150,25 @@ def pipeline_job():
     return step
 
 
-def build_step():
-    if args.job == "pipe":
-        return pipeline_job()
+def build_step(job):
+    if job == "pipe":
+        return pipeline_job(job)
     model = model_on_device()
-    if args.job == "ddp":
+    if job == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
         optimizer = torch.optim.AdamW(model.parameters())
-    elif args.job == "zero1":
+    elif job == "zero1":
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         model = nn.parallel.DistributedDataParallel(model)
         optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)
-    elif args.job == "fsdp":
+    elif job == "fsdp":
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for block in model.blocks:
             fully_shard(block, mp_policy=policy)
         fully_shard(model, mp_policy=policy, reshard_after_forward=False)
         optimizer = torch.optim.AdamW(model.parameters())
-    elif args.job == "tp":
+    elif job == "tp":
         mesh = init_device_mesh("neuron", (world,))
         tensor_parallel(model, mesh)
         # Plain tensors (embeddings, norms) beside DTensors: foreach kernels refuse the mix.
@@ -179,15 +183,16 @@ def build_step():
     return lambda: train_step(model, optimizer)
 
 
-step = build_step()
-for _ in range(args.steps - 1):
+for job in jobs:
+    step = build_step(job)
+    for _ in range(args.steps - 1):
+        step()
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start.record()
     step()
-start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
-start.record()
-step()
-end.record()
-end.synchronize()
-print("JOB " + json.dumps({"job": args.job, "rank": rank, "world": world,
-                           "step_us": start.elapsed_time(end) * 1e3}), flush=True)
-dist.barrier()
+    end.record()
+    end.synchronize()
+    print("JOB " + json.dumps({"job": job, "rank": rank, "world": world,
+                               "step_us": start.elapsed_time(end) * 1e3}), flush=True)
+    dist.barrier()
 dist.destroy_process_group()

@@ -7,9 +7,10 @@
 //   start = max over ranks of each rank's arrival (its current stream's clock, or the
 //           collective stream's, or when its core's DMA queues are free of other streams'
 //           work, whichever is latest: Note [Collective DMA share]), agreed by every rank sending a small
-//           record to every other before the data moves, which also checks that all ranks
-//           call the same collective with the same size and dtype (Gloo would abort the
-//           process);
+//           record to every other before the data is used, which also checks that all ranks
+//           call the same collective with the same size, dtype, root and reduce op (Gloo would
+//           abort the process); a small collective's data rides in the same message (Note
+//           [Collectives that carry their data]);
 //   end   = start + trnsim::collective_cost(op, bytes, where the group's cores sit).
 // Every rank computes the same start and cost, so clocks agree across ranks and a late rank
 // delays everyone, as on hardware. CPU tensors go to Gloo unchanged and cost no device time

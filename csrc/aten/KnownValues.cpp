@@ -7,11 +7,14 @@
 #include <unordered_map>
 
 #include "runtime/HostView.h"
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 namespace {
 
-thread_local bool computing = false;
+// Read by execution_enabled() in predict-only mode, per op: no __tls_get_addr call (Note
+// [Per-op thread locals]).
+TORCH_NEURON_THREAD_LOCAL bool computing = false;
 
 std::mutex& known_mutex() {
   static std::mutex m;

@@ -167,9 +167,14 @@ class UnboxedRun {
     // Drop the extra references to the views, so that they can be recycled.
     for (auto& view : optional_views_) view.reset();
     list_views_.clear();
-    for (size_t i = 0; i < count_; ++i) {
+    // Last input first: the spares are a stack, so the next call's first view_of finds the
+    // view its first input had (Note [Recycled host views]).
+    for (size_t i = count_; i-- > 0;) {
       Borrow::destroyBorrow(inputs_[i]);
-      if (views_[i].defined() && views_[i].storage().unsafeGetStorageImpl() == aliases_[i]) {
+      // (A view is a plain TensorImpl: it has a storage, read without storage()'s checks.)
+      if (views_[i].defined() &&
+          views_[i].unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() ==
+              aliases_[i]) {
         recycle_host_view(std::move(views_[i]));
       }
     }
@@ -235,10 +240,13 @@ class UnboxedRun {
   // The CPU kernel's result as a neuron tensor.
   at::Tensor to_neuron(at::Tensor result) const {
     if (!result.defined()) return result;
+    // (Null for a tensor without storage, which adopt_host_result then refuses.)
+    const c10::StorageImpl* storage =
+        result.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
     for (size_t i = 0; i < count_; ++i) {
       if (!views_[i].defined()) continue;
       if (result.unsafeGetTensorImpl() == views_[i].unsafeGetTensorImpl()) return inputs_[i];
-      if (result.storage().unsafeGetStorageImpl() == aliases_[i]) {
+      if (storage == aliases_[i]) {
         return tensor_like(inputs_[i].storage(), c10::DispatchKey::PrivateUse1, result);
       }
     }

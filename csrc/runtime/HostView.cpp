@@ -48,17 +48,34 @@ bool same_sizes_and_strides(const at::Tensor& a, const at::Tensor& b) {
   return true;
 }
 
+// Moves the spare that last aliased `data` to the back, if there is one: an op repeated in a
+// loop then gets back the very view it had for the same tensor, and re-dressing it changes
+// nothing (Note [Recycled host views]). Views are indistinguishable once re-dressed, so which
+// spare is taken changes no behaviour, only the work of re-dressing it.
+void prefer_spare_of(std::vector<at::Tensor>& spares, const void* data) {
+  for (size_t i = spares.size(); i-- > 0;) {
+    if (spares[i].unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl()->data() ==
+        data) {
+      if (i + 1 != spares.size()) std::swap(spares[i], spares.back());
+      return;
+    }
+  }
+}
+
 // A spare view re-dressed as a view of `tensor`, or an undefined tensor when there is none.
 at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable, bool inference_mode) {
-  // A view made in another inference mode has other dispatch keys than a new one would.
   auto& spares = spare_views();
+  if (spares.empty()) return at::Tensor();
+  const c10::Storage& storage = tensor.storage();
+  prefer_spare_of(spares, storage.unsafeGetStorageImpl()->data());
+  // A view made in another inference mode has other dispatch keys than a new one would.
   while (!spares.empty()) {
     at::Tensor view = std::move(spares.back());
     spares.pop_back();
     auto* impl = view.unsafeGetTensorImpl();
     if (impl->is_inference() != inference_mode) continue;
-    const c10::Storage& storage = tensor.storage();
-    c10::StorageImpl* alias = impl->storage().unsafeGetStorageImpl();
+    // (A spare is a plain TensorImpl with a storage: recycle_host_view checked.)
+    c10::StorageImpl* alias = impl->unsafe_storage().unsafeGetStorageImpl();
     // The same tensor as last time (an op repeated in a loop) leaves most of this unchanged.
     void* data = storage.unsafeGetStorageImpl()->mutable_data();
     if (alias->data() != data) alias->set_data_ptr_noswap(c10::DataPtr(data, c10::kCPU));
@@ -89,7 +106,8 @@ bool is_fresh_cpu_tensor(const at::Tensor& t) {
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   return t.use_count() == 1 && t.weak_use_count() == 1 &&
          typeid(*impl) == typeid(c10::TensorImpl) && impl->key_set() == cpu_dense &&
-         impl->pyobj_slot()->load_pyobj() == nullptr && !impl->is_wrapped_number();
+         impl->pyobj_slot()->load_pyobj() == nullptr && !impl->is_wrapped_number() &&
+         impl->allow_tensor_metadata_change();
 }
 
 }  // namespace
@@ -147,33 +165,43 @@ at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Ten
   return out;
 }
 
-void adopt_storage(const at::Tensor& t, c10::DeviceIndex device) {
-  auto* storage = t.storage().unsafeGetStorageImpl();
+namespace {
+
+void adopt_storage_impl(c10::StorageImpl* storage, c10::DeviceIndex device) {
   auto& data_ptr = storage->mutable_data_ptr();
   if (data_ptr.device().type() == kNeuron) return;
   data_ptr.unsafe_set_device(c10::Device(kNeuron, device));
   storage->set_allocator(&device_allocator());
 }
 
+}  // namespace
+
+void adopt_storage(const at::Tensor& t, c10::DeviceIndex device) {
+  adopt_storage_impl(t.storage().unsafeGetStorageImpl(), device);
+}
+
 at::Tensor adopt_host_result(at::Tensor t, c10::DeviceIndex device) {
   if (!t.defined() || on_neuron(t) || !t.device().is_cpu()) return t;
-  if (t.storage().nbytes() == 0) {
+  const c10::Storage& storage = t.storage();  // (checked once: raises for storage-less tensors)
+  if (storage.nbytes() == 0) {
     // Zero-byte storages may come from any allocator; give them a neuron identity.
     c10::Storage empty(c10::Storage::use_byte_size_t(), 0,
                        device_allocator().allocate_on(device, 0), &device_allocator(), true);
     return tensor_like(empty, c10::DispatchKey::PrivateUse1, t);
   }
-  if (NeuronDeviceAllocator::owns(t.storage().data_ptr())) {
-    adopt_storage(t, device);
+  if (NeuronDeviceAllocator::owns(storage.data_ptr())) {
+    adopt_storage_impl(storage.unsafeGetStorageImpl(), device);
     if (is_fresh_cpu_tensor(t)) {
       // Nobody else sees the kernel's output: it becomes the neuron tensor itself, which saves
-      // building and freeing a TensorImpl per op.
+      // building and freeing a TensorImpl per op. Setting its own storage again makes its
+      // device follow the adopted storage; moved, not copied (no reference count traffic).
       auto* impl = t.unsafeGetTensorImpl();
-      impl->set_storage_keep_dtype(t.storage());  // the device follows the adopted storage
+      c10::Storage own = std::move(const_cast<c10::Storage&>(impl->unsafe_storage()));
+      impl->set_storage_keep_dtype(std::move(own));
       impl->_change_backend_component_keys(c10::Device(kNeuron, device));
       return t;
     }
-    return tensor_like(t.storage(), c10::DispatchKey::PrivateUse1, t);
+    return tensor_like(storage, c10::DispatchKey::PrivateUse1, t);
   }
   // Memory the kernel did not get from the CPU allocator (a cached constant): copy it over.
   at::Tensor out =

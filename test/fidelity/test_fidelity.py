@@ -37,8 +37,12 @@ def result():
     return {"table": "\n".join(lines[:-1]), "status": status, **json.loads(lines[-1])}
 
 
+# The anchors the suite runs without --kind, --anchor or --all (Note [On-request anchors]).
+RUN = [a for a in ANCHORS if not a.on_request]
+
+
 def test_every_anchor_is_predicted_and_printed(result):
-    for a in ANCHORS:
+    for a in RUN:
         prediction = result["predictions"][a.name]
         assert "error" not in prediction, (a.name, prediction.get("error"))
         assert prediction["predicted"] > 0, a.name
@@ -48,9 +52,10 @@ def test_every_anchor_is_predicted_and_printed(result):
 def test_eager_predictions_are_beside_the_compiled_ones_when_asked(result):
     if "eager ratio" not in result["table"].splitlines()[0]:
         pytest.skip("run without --eager (scripts/fidelity.sh leaves it out for time)")
-    for a in ANCHORS:
+    for a in RUN:
         p = result["predictions"][a.name]
-        if a.measured_as == "compiled" and a.kind != "collective" and "error" not in p:
+        if a.measured_as == "compiled" and a.kind not in ("collective", "scale") \
+                and "error" not in p:
             assert p["eager"] > 0, a.name
 
 
@@ -59,14 +64,15 @@ def test_the_exit_status_is_the_goals_verdict(result):
     assert result["status"] == (0 if summary["goals_met"] else 1)
     for kind in ("op", "end-to-end"):
         assert summary["kinds"][kind]["counting"] == len(
-            [a for a in ANCHORS if a.kind == kind and a.status == COUNTS])
+            [a for a in RUN if a.kind == kind and a.status == COUNTS])
     assert ("all goals met" if summary["goals_met"] else "goals NOT met") in result["table"]
 
 
 def test_the_peak_bound_is_checked_for_every_timed_anchor(result):
-    for a in ANCHORS:
+    for a in RUN:
         p = result["predictions"][a.name]
-        if a.unit == "ms" and "error" not in p:  # errors: the first test
+        # Scale anchors (whole virtual jobs) have no bound yet: docs/fidelity.md.
+        if a.unit == "ms" and a.bound is not None and "error" not in p:
             assert p["bound"] > 0, a.name
             assert (a.name in result["summary"]["below_peak"]) == report.below_peak(a, p)
 

@@ -1,5 +1,5 @@
-"""python -m torch_neuron fidelity [--json] [--sources] [--kind op|end-to-end|collective]
-                                 [--eager] [--anchor NAME ...] [--markdown FILE] [--list]
+"""python -m torch_neuron fidelity [--json] [--sources] [--kind op|end-to-end|collective|scale]
+                                 [--eager] [--anchor NAME ...] [--all] [--markdown FILE] [--list]
 
 Exit status: 0 when every goal is met, 1 when one is not (or a workload failed), 2 for bad
 usage."""
@@ -18,8 +18,11 @@ DOC_BEGIN = "<!-- fidelity-table: python -m torch_neuron fidelity --markdown doc
 DOC_END = "<!-- /fidelity-table -->"
 
 
-def select(kind: Optional[str], names: Optional[list[str]]):
-    chosen = [a for a in ANCHORS if kind is None or a.kind == kind]
+def select(kind: Optional[str], names: Optional[list[str]], everything: bool = False):
+    """The anchors asked for; without --kind, --anchor or --all, not the on-request ones
+    (Note [On-request anchors])."""
+    chosen = [a for a in ANCHORS if (kind is None or a.kind == kind)
+              and (everything or kind or names or not a.on_request)]
     if names:
         known = {a.name for a in ANCHORS}
         unknown = [n for n in names if n not in known]
@@ -52,9 +55,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="also print where each measurement was published")
     parser.add_argument("--json", action="store_true",
                         help="also print one JSON document (predictions and summary) last")
-    parser.add_argument("--kind", choices=KINDS, help="only the anchors of this kind")
+    parser.add_argument("--kind", choices=KINDS, help="only the anchors of this kind (with "
+                        "scale: also the virtual Llama jobs that run only on request)")
     parser.add_argument("--anchor", action="append", metavar="NAME",
                         help="only this anchor (repeatable)")
+    parser.add_argument("--all", action="store_true",
+                        help="also the anchors that run only on request (the virtual Llama "
+                        "jobs of --kind scale; minutes each); --markdown wants every row")
     parser.add_argument("--eager", action="store_true",
                         help="also predict the compiled-measured anchors eagerly, side by side")
     parser.add_argument("--markdown", metavar="FILE",
@@ -65,7 +72,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--list", action="store_true",
                         help="print the anchors (name, kind, status, measured) without running")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    anchors = select(args.kind, args.anchor)
+    anchors = select(args.kind, args.anchor, args.all)
     if args.list:
         for a in anchors:
             print(f"{a.name}  {a.kind}  {a.status}  {report.fmt(a.measured, a.unit)}")

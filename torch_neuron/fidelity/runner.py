@@ -35,7 +35,7 @@ def worker(instance: str, names: list[str], eager: bool) -> dict:
         start = time.monotonic()
         try:
             result["predicted"] = run(anchor.predict, anchor.measured_as)
-            if eager and anchor.measured_as == "compiled" and anchor.kind != "collective":
+            if eager and anchor.measured_as == "compiled" and anchor.kind not in ("collective", "scale"):
                 result["eager"] = run(anchor.predict, "eager")
             if anchor.bound is not None:
                 result["bound"] = run(anchor.bound)

@@ -177,3 +177,63 @@ def test_inference_outputs_return_to_the_host_as_the_traced_model_returns_them()
         assert not torch_neuron._C._execute_enabled()
     copy_ns = 2000 + 128 * 50_000 * 4 / 25.0
     assert ms == pytest.approx((copy_ns + torch_neuron._C._EVENT_RECORD_NS) / 1e6, rel=1e-9)
+
+
+# -- scale anchors: published Llama jobs through the virtual world (issue 26, item 8) --------
+
+
+def test_the_scale_anchors_are_listed_and_only_one_run_is_in_the_default_set():
+    out = fidelity("--list", "--kind", "scale", timeout=60)
+    scale = [a for a in ANCHORS if a.kind == "scale"]
+    listed = [line.split()[0] for line in out.stdout.splitlines()]
+    assert out.returncode == 0 and listed == [a.name for a in scale]
+    # Training throughput and inference latency, each from AWS's published tables.
+    assert any(a.name.endswith("pretrain-32-nodes") for a in scale)
+    assert {a.name.rsplit("-", 1)[1] for a in scale} >= {"ttft", "tpot"}
+    for a in scale:
+        assert "aws-neuron-sdk@" in a.source and "the example differs" in a.note, a.name
+    # Without --kind scale the suite runs only the anchors of one short virtual run.
+    default = cli.select(None, None)
+    assert {a.worker for a in default if a.kind == "scale"} == {
+        "70b-tp64-trn2.48xlarge-prompt10000"}
+    assert cli.select(None, None, everything=True) == ANCHORS
+
+
+def test_the_scale_workloads_parse_what_the_examples_print(monkeypatch):
+    """The lines parsed are the examples' own (their f-strings, in examples/llama_*.py)."""
+    from torch_neuron.fidelity import scale_workloads
+
+    for script, line in (("llama_pretrain.py", 'f"throughput: {'),
+                         ("llama_generate.py", 'f"time to first token: {')):
+        assert line in open(os.path.join(REPO, "examples", script)).read(), script
+    printed = ("step 1  loss nan  time 23219.500 ms\n"
+               "throughput: 44.10 sequences/s, 361267 tokens/s, MFU 30.00% (step 23219.500 ms,"
+               " mean of 1; model FLOPs 6N + 12LHQT per token over 1024 NeuronCores' peak bf16)\n"
+               "time to first token: 812.125 ms; per output token: 19.750 ms (50.6 tokens/s)\n")
+    monkeypatch.setattr(scale_workloads, "virtual_run", lambda *run: (printed, 1.0))
+    run = ("llama_pretrain.py", 1, 2, "trn1.32xlarge", "0", ())
+    assert scale_workloads.step_ms(run, "eager") == 23219.5
+    assert scale_workloads.first_token_ms(run, "compiled") == 812.125
+    assert scale_workloads.per_token_ms(run, "compiled") == 19.75
+    monkeypatch.setattr(scale_workloads, "virtual_run", lambda *run: ("no such line", 1.0))
+    with pytest.raises(RuntimeError, match="printed no throughput line"):
+        scale_workloads.step_ms(run, "eager")
+
+
+@pytest.mark.extended
+def test_a_scale_workload_runs_the_example_as_a_virtual_world():
+    from torch_neuron.fidelity import scale_workloads
+
+    run = ("llama_generate.py", 1, 4, "trn2.48xlarge", "0",
+           ("--size", "tiny", "--tp", "4", "--prompt-len", "8", "--new-tokens", "2"))
+    assert scale_workloads.first_token_ms(run, "eager") > 0
+    assert scale_workloads.per_token_ms(run, "eager") > 0
+
+
+def test_the_scale_anchors_are_documented():
+    doc = open(os.path.join(REPO, "docs", "fidelity.md")).read()
+    scale_doc = open(os.path.join(REPO, "docs", "scale.md")).read()
+    assert "## Published Llama measurements beside the predictions" in scale_doc
+    for a in ANCHORS:
+        if a.kind == "scale":
+            assert f"| {a.name} |" in doc, a.name

@@ -1,0 +1,115 @@
+"""Scale anchors: AWS's published Llama training throughput and Llama inference latencies,
+predicted through the virtual world (docs/scale.md) by the project's own examples run as a user
+would run them (examples/llama_pretrain.py, examples/llama_generate.py; issue 26, item 8).
+
+Each anchor's workload is one `python -m torch_neuron run --virtual ...` command with one
+running rank; its prediction is the step time, time to first token or time per output token
+the example prints. The examples are not AWS's code: each anchor's note says what its run does
+differently from AWS's (the examples' flags are used as they are, never tuned to a row).
+
+Rows of the same tables that are not anchors: the trn1 decoder latency table's Llama-2-7b,
+Llama-2-13b, Llama-2-70b, Mistral and CodeLlama rows (the examples build Llama 3 only) and its
+three Llama-3-8B rows (weights stored as int8, which the examples cannot do: it halves the
+bytes a decode step reads; and each row costs a compiled virtual run of minutes on 2 cores,
+which an excluded row does not justify); the training table's Llama-3.1-70B row (TP=32 DP=4
+PP=8 needs 8 running ranks, one per stage, each doing 256 micro-batches of 10 layers a step:
+not run on this 2-core machine yet)."""
+
+import functools
+
+from torch_neuron.fidelity import scale_workloads as s
+from torch_neuron.fidelity.anchor import Anchor
+
+SDK = "github.com/aws-neuron/aws-neuron-sdk@81ce03ae"
+TRAINING = (f"{SDK} about-neuron/benchmarks/trn1/training_data_decoder.csv ({{model}} "
+            "pre-training, trn1.32xlarge/trn1n.32xlarge, Autocast:BF16+FP32Optimizer, AdamW, "
+            "{nodes} nodes, {topology}, microbatch 1, global batch 1024, sequence 8192, "
+            "{seq_per_s} seq/s, Neuron 2.24.0, NxD)")
+TRN1_LATENCY = (f"{SDK} about-neuron/benchmarks/trn1/latency_data_decoder.csv ({{model}}, "
+                "Transformers NeuronX, TP 32, batch 1, sequence length {seq}, input {inp}, "
+                "output {out}, FP16 with Matmult-BF16, weights {weights}, Neuron {release}: "
+                "TTFT P50 {ttft} ms, TPOT P50 {tpot} ms)")
+TRN2_LATENCY = ("github.com/aws-neuron/aws-neuron-sdk@ba1c08b0 libraries/nxd-inference/"
+                "tutorials/llama70b_perf_comparison.csv, 'No speculative decoding' (Llama-3.3-"
+                "70B-Instruct, trn2.48xlarge, TP 64 at LNC=2, batch 1, LLMPerf with 10,000 "
+                "input and 1,500 output tokens, one request at a time, BF16; "
+                "tutorials/trn2-llama3.3-70b-tutorial.rst: TTFT P50 814.2 ms, TPOT P50 19.6 ms; "
+                "the first version of the table, @06f33784, gave 575.6 ms and 19.8 ms)")
+
+# Only with --kind scale or --anchor (Note [On-request anchors] in anchor.py): minutes each.
+ON_REQUEST = True
+
+TRAINING_DIFFERENCES = (
+    "eager (PyTorch 2.13 cannot compile tensor-parallel backward), AWS compiled with XLA; "
+    "ZeroRedundancyOptimizer (its step broadcasts each rank's updated shard) where NxD's "
+    "ZeRO-1 all-gathers; full activation checkpointing (selective checkpointing, which NxD "
+    "uses, is not a flag of the example; without checkpointing the step does not fit in "
+    "16 GiB); q/k/v and gate/up projections not coalesced; Hugging Face's LlamaForCausalLM, "
+    "not NxD's model")
+INFERENCE_DIFFERENCES = (
+    "Hugging Face's LlamaForCausalLM run eagerly, op by op (AWS compiled; the example's "
+    "--compile of the 70B model took over 10 minutes of wall time on this 2-core machine "
+    "without finishing, so the anchors do not use it), with a StaticCache of prompt + 4 "
+    "positions, TPOT the mean of 3 decode steps after a warm-up generation")
+
+
+def _training(name, size, nodes, tp, pp, seq_per_s, topology, run_ranks, on_request):
+    dp = nodes * 32 // (tp * pp)
+    run = ("llama_pretrain.py", nodes, 32, "trn1.32xlarge", run_ranks,
+           ("--size", size, "--tp", str(tp), "--pp", str(pp), "--sequence-parallel",
+            "--activation-checkpointing", "--seq", "8192", "--global-batch", "1024",
+            "--micro-batch", "1", "--steps", "2"))
+    model = {"8b": "Llama-3.1-8B", "70b": "Llama-3.1-70B"}[size]
+    return [Anchor(
+        name, "scale", "trn1.32xlarge",
+        f"examples/llama_pretrain.py {size} virtual, {nodes} x 32 ranks, TP {tp} PP {pp} "
+        f"DP {dp} (ZeRO-1), sequence parallel, sequence 8192, global batch 1024",
+        1024 / seq_per_s * 1e3, "ms",
+        TRAINING.format(model=model, nodes=nodes, topology=topology, seq_per_s=seq_per_s),
+        functools.partial(s.step_ms, run), measured_as="eager",
+        note=f"one step of 1024 sequences at {seq_per_s} seq/s; the example differs: "
+        f"{TRAINING_DIFFERENCES}; trn1.32xlarge assumed of the two instance types the row "
+        "names (trn1n.32xlarge has twice the EFA bandwidth)",
+        worker=name, on_request=on_request)]
+
+
+def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note,
+             on_request=True):
+    run = ("llama_generate.py", 1, nproc, instance, "0",
+           ("--size", size, "--tp", str(tp), "--prompt-len", str(prompt), "--new-tokens", "4"))
+    workload = (f"examples/llama_generate.py {size} virtual, TP {tp} on {instance}, prompt "
+                f"{prompt} tokens, eager")
+    worker = f"{size}-tp{tp}-{instance}-prompt{prompt}"  # rows of the same run share it
+    kw = dict(note=f"{note}; the example differs: {INFERENCE_DIFFERENCES}", worker=worker,
+              on_request=on_request, measured_as="eager")
+    return [Anchor(f"{prefix}-ttft", "scale", instance, workload + ", time to first token",
+                   ttft, "ms", source, functools.partial(s.first_token_ms, run), **kw),
+            Anchor(f"{prefix}-tpot", "scale", instance, workload + ", time per output token",
+                   tpot, "ms", source, functools.partial(s.per_token_ms, run), **kw)]
+
+
+def _trn1(model, size, seq, inp, out, ttft, tpot, weights, release):
+    prefix = f"{model.lower()}-trn1-tp32-in{inp}-out{out}"
+    source = TRN1_LATENCY.format(model=model, seq=seq, inp=inp, out=out, weights=weights,
+                                 release=release, ttft=ttft, tpot=tpot)
+    return _latency(prefix, "trn1.32xlarge", 32, 32, size, inp, ttft, tpot, source,
+                    note=f"AWS's KV cache holds {seq} positions and TPOT is the mean over "
+                    f"{out} output tokens; rows with the same input length share one run")
+
+
+ANCHORS = (
+    _training("llama-3.1-8b-pretrain-32-nodes", "8b", 32, 32, 1, 47.95,
+              "TP=32 DP=32 PP=1 ZeRO-1", "0", ON_REQUEST)
+    # The table's order; rows with the same input length share one run.
+    + _trn1("Llama-3-70B", "70b", 4096, 2048, 2048, 547, 26.2, "bf16", "2.18.1")
+    + _trn1("Llama-3-70B", "70b", 1152, 128, 1024, 53.2, 24.48, "bf16", "2.18.1")
+    + _trn1("Llama-3-70B", "70b", 256, 128, 128, 52.53, 26.48, "bf16", "2.18.1")
+    # In the CI set (scripts/fidelity.sh): one eager run, 74 s of wall time at a load of 13.
+    + _latency("llama-3.3-70b-trn2-tp64-in10000", "trn2.48xlarge", 64, 64, "70b", 10000,
+               814.2, 19.6, TRN2_LATENCY,
+               note="AWS's run compiles context-encoding buckets of 2048/4096/8192/12288 "
+               "tokens (10,000 input tokens run in the 12,288 bucket) with sequence "
+               "parallelism, fused QKV and NKI attention/MLP kernels, and samples on device; "
+               "TPOT is the mean over 1,500 output tokens, through vLLM",
+               on_request=False)
+)

@@ -1,0 +1,72 @@
+"""The scale anchors' workloads: the Llama examples run as a virtual world
+(`python -m torch_neuron run --virtual`, docs/scale.md), their printed step time, time to first
+token and time per output token parsed from what they print. Nothing here knows the published
+numbers: a run is the examples' own command line, as a user would type it."""
+
+import functools
+import os
+import re
+import subprocess
+import sys
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RUN_TIMEOUT_S = 1800
+
+# What the examples print (examples/llama_pretrain.py, examples/llama_generate.py).
+STEP = re.compile(r"^throughput: ([0-9.]+) sequences/s, .*\(step ([0-9.]+) ms, mean of", re.M)
+LATENCY = re.compile(r"^time to first token: ([0-9.]+) ms; per output token: ([0-9.]+) ms", re.M)
+HOST = re.compile(r"^\(host: .*\)$", re.M)  # the running rank's wall time and peak RSS
+
+
+def command(script: str, nnodes: int, nproc: int, instance: str, run_ranks: str,
+            args: tuple) -> list[str]:
+    return [sys.executable, "-m", "torch_neuron", "run", "--virtual", "--nnodes", str(nnodes),
+            "--nproc-per-node", str(nproc), "--instance", instance, "--run-ranks", run_ranks,
+            os.path.join("examples", script), *args]
+
+
+@functools.lru_cache(maxsize=None)
+def virtual_run(script: str, nnodes: int, nproc: int, instance: str, run_ranks: str,
+                args: tuple) -> tuple[str, float]:
+    """The run's stdout and its wall time in s. Cached: the anchors of one run (time to first
+    token and per output token) share it."""
+    # The worker's environment (its instance, predict-only) is the run's too: --instance
+    # names the same instance, and a virtual world runs predict-only anyway.
+    start = time.monotonic()
+    out = subprocess.run(command(script, nnodes, nproc, instance, run_ranks, args), cwd=REPO,
+                         capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(command(script, nnodes, nproc, instance, run_ranks, args))}"
+                           f" exited with {out.returncode}:\n{out.stderr[-2000:]}")
+    wall = time.monotonic() - start
+    # On stderr with the runner's prefix, which passes it through: CI logs show each run's
+    # cost (the launcher's wall time; the printing rank's own wall time and peak RSS).
+    host = HOST.search(out.stdout)
+    print(f"fidelity: {script} {' '.join(args)}: {wall:.1f} s wall"
+          f"{', rank ' + host.group(0) if host else ''}", file=sys.stderr, flush=True)
+    return out.stdout, wall
+
+
+def _parsed(pattern, what: str, run: tuple) -> tuple:
+    stdout, _ = virtual_run(*run)
+    match = pattern.search(stdout)
+    if not match:
+        raise RuntimeError(f"the run printed no {what} line:\n{stdout[-2000:]}")
+    return tuple(float(g) for g in match.groups())
+
+
+def step_ms(run: tuple, mode: str) -> float:
+    """The mean training step, ms, as llama_pretrain.py prints it."""
+    del mode  # how the example runs is in its arguments (--compile)
+    return _parsed(STEP, "throughput", run)[1]
+
+
+def first_token_ms(run: tuple, mode: str) -> float:
+    del mode
+    return _parsed(LATENCY, "time to first token", run)[0]
+
+
+def per_token_ms(run: tuple, mode: str) -> float:
+    del mode
+    return _parsed(LATENCY, "time to first token", run)[1]

@@ -48,8 +48,8 @@ TRAINING_DIFFERENCES = (
     "not NxD's model")
 INFERENCE_DIFFERENCES = (
     "Hugging Face's LlamaForCausalLM run eagerly, op by op (AWS compiled; the example's "
-    "--compile of the 70B model took over 10 minutes of wall time on this 2-core machine "
-    "without finishing, so the anchors do not use it), with a StaticCache of prompt + 4 "
+    "--compile of the 70B model ran for over 10 minutes of wall time on this 2-core machine "
+    "at a load of 10-18 without finishing, so the anchors do not use it), with a StaticCache of prompt + 4 "
     "positions, TPOT the mean of 3 decode steps after a warm-up generation")
 
 
@@ -104,7 +104,8 @@ ANCHORS = (
     + _trn1("Llama-3-70B", "70b", 4096, 2048, 2048, 547, 26.2, "bf16", "2.18.1")
     + _trn1("Llama-3-70B", "70b", 1152, 128, 1024, 53.2, 24.48, "bf16", "2.18.1")
     + _trn1("Llama-3-70B", "70b", 256, 128, 128, 52.53, 26.48, "bf16", "2.18.1")
-    # In the CI set (scripts/fidelity.sh): one eager run, 74 s of wall time at a load of 13.
+    # In the CI set (scripts/fidelity.sh): one eager run, 22 s of wall time on the 2-core
+    # machine lightly loaded, 74 s at a load of 13.
     + _latency("llama-3.3-70b-trn2-tp64-in10000", "trn2.48xlarge", 64, 64, "70b", 10000,
                814.2, 19.6, TRN2_LATENCY,
                note="AWS's run compiles context-encoding buckets of 2048/4096/8192/12288 "

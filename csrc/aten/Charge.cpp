@@ -30,7 +30,9 @@ double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
 double charge(trnsim::Queue& queue, const std::string& name, OpCounter* counter,
               const trnsim::WorkTime& time, Detail detail, Placement placement,
               const Operands& operands) {
-  if (!execution_enabled()) forget_known_values();  // Note [Known values in predict-only mode]
+  // Note [Known values in predict-only mode]; asked in this order so that executing work with
+  // no known values pays one load.
+  if (may_know_values() && !execution_enabled()) forget_known_values();
   if (graph_open() && append_to_graph(queue, name, time, operands)) {
     count(counter, placement);
     return queue.now_ns();

@@ -27,10 +27,10 @@ std::unordered_map<const c10::StorageImpl*, const void*>& known() {
   return map;
 }
 
-// Whether the map may hold anything: charge() checks it without the lock.
-std::atomic<bool> any_known{false};
-
 }  // namespace
+
+// Whether the map may hold anything: checked without the lock (may_know_values()).
+std::atomic<bool> detail::any_known_values{false};
 
 ComputeKnownValues::ComputeKnownValues() : previous_(computing) { computing = true; }
 ComputeKnownValues::~ComputeKnownValues() { computing = previous_; }
@@ -40,11 +40,11 @@ void mark_values_known(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage()) return;
   std::lock_guard<std::mutex> lock(known_mutex());
   known()[t.storage().unsafeGetStorageImpl()] = t.storage().data();
-  any_known.store(true, std::memory_order_relaxed);
+  detail::any_known_values.store(true, std::memory_order_relaxed);
 }
 
 bool values_known(const at::Tensor& t) {
-  if (!t.defined() || !t.has_storage() || !any_known.load(std::memory_order_relaxed)) {
+  if (!t.defined() || !t.has_storage() || !may_know_values()) {
     return false;
   }
   std::lock_guard<std::mutex> lock(known_mutex());
@@ -53,10 +53,10 @@ bool values_known(const at::Tensor& t) {
 }
 
 void forget_known_values() {
-  if (!any_known.load(std::memory_order_relaxed)) return;
+  if (!may_know_values()) return;
   std::lock_guard<std::mutex> lock(known_mutex());
   known().clear();
-  any_known.store(false, std::memory_order_relaxed);
+  detail::any_known_values.store(false, std::memory_order_relaxed);
 }
 
 bool small_and_known(c10::ArrayRef<c10::IValue> values) {

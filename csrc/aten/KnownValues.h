@@ -21,6 +21,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace torch_neuron {
@@ -49,6 +50,14 @@ void mark_values_known(const at::Tensor& t);
 bool values_known(const at::Tensor& t);
 // Device work outside a chain was charged: no value is known any more (charge() calls it).
 void forget_known_values();
+namespace detail {
+extern std::atomic<bool> any_known_values;  // whether the table may hold anything
+}
+// Whether some value may be known: charge() asks this before anything else, so that work
+// executing with no known values (every op of an executing program) pays one load for them.
+inline bool may_know_values() {
+  return detail::any_known_values.load(std::memory_order_relaxed);
+}
 // Whether every neuron tensor among `values` (tensors, lists of tensors) has known values and
 // together they hold at most kKnownValuesMaxBytes (and there is at least one).
 bool small_and_known(c10::ArrayRef<c10::IValue> values);

@@ -167,9 +167,7 @@ class UnboxedRun {
     // Drop the extra references to the views, so that they can be recycled.
     for (auto& view : optional_views_) view.reset();
     list_views_.clear();
-    // Last input first: the spares are a stack, so the next call's first view_of finds the
-    // view its first input had (Note [Recycled host views]).
-    for (size_t i = count_; i-- > 0;) {
+    for (size_t i = 0; i < count_; ++i) {
       Borrow::destroyBorrow(inputs_[i]);
       // (A view is a plain TensorImpl: it has a storage, read without storage()'s checks.)
       if (views_[i].defined() &&

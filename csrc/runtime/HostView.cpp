@@ -48,26 +48,11 @@ bool same_sizes_and_strides(const at::Tensor& a, const at::Tensor& b) {
   return true;
 }
 
-// Moves the spare that last aliased `data` to the back, if there is one: an op repeated in a
-// loop then gets back the very view it had for the same tensor, and re-dressing it changes
-// nothing (Note [Recycled host views]). Views are indistinguishable once re-dressed, so which
-// spare is taken changes no behaviour, only the work of re-dressing it.
-void prefer_spare_of(std::vector<at::Tensor>& spares, const void* data) {
-  for (size_t i = spares.size(); i-- > 0;) {
-    if (spares[i].unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl()->data() ==
-        data) {
-      if (i + 1 != spares.size()) std::swap(spares[i], spares.back());
-      return;
-    }
-  }
-}
-
 // A spare view re-dressed as a view of `tensor`, or an undefined tensor when there is none.
 at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable, bool inference_mode) {
   auto& spares = spare_views();
   if (spares.empty()) return at::Tensor();
   const c10::Storage& storage = tensor.storage();
-  prefer_spare_of(spares, storage.unsafeGetStorageImpl()->data());
   // A view made in another inference mode has other dispatch keys than a new one would.
   while (!spares.empty()) {
     at::Tensor view = std::move(spares.back());

@@ -3,10 +3,10 @@
 // clock is charged what the DMA would take: over the host link for host <-> device, over HBM on
 // one chip, or over NeuronLink between chips.
 #include <ATen/core/Tensor.h>
-
-#include <optional>
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
+
+#include <optional>
 
 #include <trnsim/transfer.h>
 

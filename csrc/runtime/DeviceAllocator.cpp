@@ -183,7 +183,8 @@ void free_block(void* ptr) { release(ptr); }
   TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron out of memory. Tried to allocate ",
                    trnsim::format_bytes(requested), ". neuron:", static_cast<int>(index),
                    " has a total capacity of ", trnsim::format_bytes(hbm.capacity()),
-                   " of which ", trnsim::format_bytes(hbm.free_bytes()), " is free.", limit, " ",
+                   " of which ", trnsim::format_bytes(hbm.free_bytes()), " is free (the largest "
+                   "free block: ", trnsim::format_bytes(hbm.largest_free_block()), ").", limit, " ",
                    trnsim::format_bytes(allocated), " is allocated by PyTorch and ",
                    trnsim::format_bytes(reserved - allocated),
                    " is reserved by PyTorch but unallocated. Free tensors you no longer need, "

@@ -6,7 +6,7 @@ import pytest
 from conftest import assert_ok, run_torchrun
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("ranks", [2, pytest.param(4, marks=pytest.mark.extended)])
 def test_every_collective_matches_gloo_on_cpu(ranks):
     result = assert_ok(run_torchrun("collectives_worker.py", ranks))
     for rank in range(ranks):

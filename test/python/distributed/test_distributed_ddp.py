@@ -25,7 +25,7 @@ F32 = dict(rtol=1e-5, atol=1e-6)
 BF16_HOOK = dict(rtol=0, atol=1e-3)
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("ranks", [2, pytest.param(4, marks=pytest.mark.extended)])
 def test_ddp_matches_gloo_on_cpu_and_single_process(tmp_path, ranks):
     runs = run_on_neuron_and_cpu("ddp_worker.py", ranks, tmp_path, "ddp")
     for recipe in RECIPES:

@@ -21,6 +21,7 @@ Tolerances:
   parameters are not compared (AdamW turns bf16 gradient noise into lr-sized steps).
 """
 
+import pytest
 import torch
 
 from _training_runs import assert_tensors_equal, run_on_neuron_and_cpu
@@ -29,6 +30,7 @@ RANKS = 4
 RECIPES = ("bf16", "bf16_no_reshard", "fp32", "dcp")
 
 
+@pytest.mark.extended  # 4 ranks (test/README.md: 4-rank runs are extended)
 def test_fsdp2_matches_gloo_on_cpu_checkpoint_and_single_process(tmp_path):
     runs = run_on_neuron_and_cpu("fsdp_worker.py", RANKS, tmp_path, "fsdp")
     for rank in range(RANKS):

@@ -18,6 +18,7 @@ Tolerances:
   of near-zero gradients up to a fraction of lr = 1e-2).
 """
 
+import pytest
 import torch
 
 from _training_runs import assert_tensors_equal, run_on_neuron_and_cpu
@@ -36,6 +37,7 @@ def assert_close_dicts(actual, expected, what, **tol):
                                    msg=lambda m: f"{what} {name}: {m}")
 
 
+@pytest.mark.extended  # 4 ranks and a 2-D mesh (test/README.md)
 def test_dtensor_tensor_parallel_and_2d_match_gloo_on_cpu_and_one_device(tmp_path):
     runs = run_on_neuron_and_cpu("tensor_parallel_worker.py", RANKS, tmp_path, "tensor parallel")
     for rank in range(RANKS):

@@ -237,7 +237,7 @@ def test_event_query_synchronize_and_record_on_stream():
 
 def test_each_stream_clock_advances_with_its_own_work_and_the_shared_dma():
     nbytes = 4 * MiB
-    host = torch.empty(nbytes // 4)
+    host = torch.arange(nbytes // 4, dtype=torch.float32)  # (empty() may hold NaN bit patterns)
     s_a, s_b = torch.neuron.Stream(), torch.neuron.Stream()
     with torch.neuron.stream(s_a):
         dst_a = torch.empty(nbytes // 4, device="neuron")

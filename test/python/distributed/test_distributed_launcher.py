@@ -181,13 +181,22 @@ def wait_until(condition, timeout, what, poll_s=0.05):
         time.sleep(poll_s)
 
 
+def sigint_as_from_a_terminal():
+    """In the launcher's child before exec: SIGINT at its default disposition and not blocked,
+    as a command typed in a terminal gets it, whatever the test process inherited (an ignored
+    or blocked signal stays so across exec, and Python then never sees Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def interrupt(tmp_path, path, nproc, ready, poll_s=0.05):
     """Starts the launcher, sends it Ctrl-C once ready() holds (polled every `poll_s`), and
     checks that it exits 130 saying so and that no rank outlives it."""
     log = open(tmp_path / "launcher.log", "w")  # a file: a surviving rank must not hold a pipe
     launcher = subprocess.Popen([sys.executable, "-m", "torch_neuron", "run",
                                  "--nproc-per-node", str(nproc), path], env=loopback_env(),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=sigint_as_from_a_terminal)
     try:
         def started():
             assert launcher.poll() is None, (tmp_path / "launcher.log").read_text()

@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -111,6 +112,7 @@
 #include "runtime/AllocateOnDevice.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
+#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 namespace {
@@ -123,7 +125,8 @@ struct UnboxedOpInfo {
   IndexCheck index_check;  // what run_on_host checks before a GpSimd op
   OpCounter* counter;
   c10::OperatorHandle handle;  // for run_on_host
-  size_t memo_slot;            // its per-thread OpTimeMemo (Note [Memoized op times])
+  size_t thread_slot;  // its per-thread OpTimeMemo and host view slots (Notes [Memoized op
+                       // times] and [Host view slots])
 };
 
 template <class Op>
@@ -140,6 +143,22 @@ const UnboxedOpInfo& info_of() {
                          handle, new_op_time_slot()};
   }();
   return info;
+}
+
+// Note [Host view slots] (runtime/HostView.h): per thread and typed op, one slot for each of
+// the first tensor arguments (most ops have at most four); the others use spare views.
+constexpr size_t kViewSlots = 4;
+using OpViewSlots = std::array<HostViewSlot, kViewSlots>;
+struct OpViewSlotsTag;
+OpViewSlots& op_view_slots(size_t thread_slot) {
+  // Held by pointer: growing the table leaves the slots that outer calls hold where they are.
+  auto& all = per_thread<std::vector<std::unique_ptr<OpViewSlots>>, OpViewSlotsTag>();
+  if (__builtin_expect(thread_slot < all.size() && all[thread_slot] != nullptr, 1)) {
+    return *all[thread_slot];
+  }
+  if (thread_slot >= all.size()) all.resize(thread_slot + 1);
+  all[thread_slot] = std::make_unique<OpViewSlots>();
+  return *all[thread_slot];
 }
 
 // TensorBase::nbytes() without its sparse-layout check: these tensors are dense.
@@ -160,7 +179,7 @@ class UnboxedRun {
  public:
   using Borrow = c10::MaybeOwnedTraits<at::Tensor>;
 
-  UnboxedRun() = default;
+  explicit UnboxedRun(OpViewSlots& slots) : slots_(slots) {}
   UnboxedRun(const UnboxedRun&) = delete;
   UnboxedRun& operator=(const UnboxedRun&) = delete;
   ~UnboxedRun() {
@@ -169,11 +188,12 @@ class UnboxedRun {
     list_views_.clear();
     for (size_t i = 0; i < count_; ++i) {
       Borrow::destroyBorrow(inputs_[i]);
-      // (A view is a plain TensorImpl: it has a storage, read without storage()'s checks.)
-      if (views_[i].defined() &&
-          views_[i].unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() ==
-              aliases_[i]) {
-        recycle_host_view(std::move(views_[i]));
+      if (views_[i] == nullptr) continue;
+      if (i < kViewSlots && views_[i] != &own_views_[i]) {
+        slots_[i].give_back();  // the slot keeps its view (Note [Host view slots])
+      } else if (own_views_[i].unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() ==
+                 aliases_[i]) {  // (a view is a plain TensorImpl: it has a storage)
+        recycle_host_view(std::move(own_views_[i]));
       }
     }
   }
@@ -242,8 +262,8 @@ class UnboxedRun {
     const c10::StorageImpl* storage =
         result.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
     for (size_t i = 0; i < count_; ++i) {
-      if (!views_[i].defined()) continue;
-      if (result.unsafeGetTensorImpl() == views_[i].unsafeGetTensorImpl()) return inputs_[i];
+      if (views_[i] == nullptr) continue;
+      if (result.unsafeGetTensorImpl() == views_[i]->unsafeGetTensorImpl()) return inputs_[i];
       if (storage == aliases_[i]) {
         return tensor_like(inputs_[i].storage(), c10::DispatchKey::PrivateUse1, result);
       }
@@ -257,16 +277,24 @@ class UnboxedRun {
     if (!t.defined() || t.device().type() != kNeuron) return const_cast<at::Tensor&>(t);
     size_t i = 0;
     while (inputs_[i].unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) ++i;
-    if (!views_[i].defined()) {
+    if (views_[i] == nullptr) {
       if (inference_mode_ < 0) inference_mode_ = c10::InferenceMode::is_enabled();
-      views_[i] = host_view(t, /*resizable=*/false, inference_mode_ > 0);
-      aliases_[i] = views_[i].storage().unsafeGetStorageImpl();
+      at::Tensor* view = i < kViewSlots ? slots_[i].take(t, inference_mode_ > 0) : nullptr;
+      if (view == nullptr) {
+        own_views_[i] = host_view(t, /*resizable=*/false, inference_mode_ > 0);
+        view = &own_views_[i];
+      }
+      views_[i] = view;
+      // (A view is a plain TensorImpl: it has a storage, read without storage()'s checks.)
+      aliases_[i] = view->unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
     }
-    return views_[i];
+    return *views_[i];
   }
 
   std::array<at::Tensor, kCapacity> inputs_;  // borrowed
-  std::array<at::Tensor, kCapacity> views_;
+  OpViewSlots& slots_;
+  std::array<at::Tensor*, kCapacity> views_{};  // a slot's view or own_views_[i]
+  std::array<at::Tensor, kCapacity> own_views_;  // views of arguments without a free slot
   std::array<c10::StorageImpl*, kCapacity> aliases_{};
   std::array<std::optional<at::Tensor>, kOptionalTensors> optional_views_;
   c10::SmallVector<at::Tensor, kTensorList ? kMaxListTensors : 1> list_views_;
@@ -279,7 +307,8 @@ class UnboxedRun {
 
 // Charges the op to the current stream's clock and counts it (as run_on_host does).
 template <class Run, class... Outputs>
-void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs) {
+void charge(const UnboxedOpInfo& info, const Run& run, trnsim::Queue& queue,
+            const Outputs&... outputs) {
   const at::Tensor* const output_ptrs[] = {&outputs...};  // Note [Compiled graph schedule]
   static const at::Tensor none;
   const at::Tensor* largest = &none;  // sizes the work of most ops
@@ -295,7 +324,7 @@ void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs
   }
   // Note [Memoized op times]: the same shapes as this op's last call on this thread cost the
   // same; only new shapes are described and costed.
-  OpTimeMemo& memo = op_time_memo(info.memo_slot);
+  OpTimeMemo& memo = op_time_memo(info.thread_slot);
   const trnsim::WorkTime* known = memo.find(run.inputs(), *largest, bytes);
   trnsim::WorkTime time;
   if (known == nullptr) {
@@ -304,7 +333,7 @@ void charge(const UnboxedOpInfo& info, const Run& run, const Outputs&... outputs
         describe_op(info.op_class, info.name, run.inputs(), *largest, bytes, /*foreach=*/false));
     memo.remember(run.inputs(), *largest, bytes, time);
   }
-  charge(current_queue(run.device()), info.name, info.counter, known ? *known : time,
+  charge(queue, info.name, info.counter, known ? *known : time,
          [&] { return describe_tensors(run.inputs()); }, Placement::Device,
          Operands{run.inputs(), {}, {}, output_ptrs});
 }
@@ -437,7 +466,8 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
   static Return call(c10::DispatchKeySet, First first, Rest... rest) {
     const UnboxedOpInfo& info = info_of<Op>();
     if (typed_path(info)) {
-      UnboxedRun<kTensors, kOptionalTensors, kTensorLists == 1> run;
+      UnboxedRun<kTensors, kOptionalTensors, kTensorLists == 1> run(
+          op_view_slots(info.thread_slot));
       // An in-place op writes `first`: a CPU tensor there (a 0-dim one, which admit() lets
       // join as an operand) is refused by run_on_host, as CUDA refuses it.
       bool writes_cpu_tensor = false;
@@ -446,25 +476,26 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
       if (!writes_cpu_tensor && run.admit(first) && (run.admit(rest) && ...) &&
           run.device() >= 0 && indices_in_range(info, first, rest...)) {
         const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
+        trnsim::Queue& queue = current_queue(run.device());  // for the allocator and the charge
         if constexpr (in_place) {
           {
-            AllocateOnDevice allocate_on(run.device());
+            AllocateOnDevice allocate_on(run.device(), &queue);
             Op::redispatch(cpu, run.to_host(first), run.to_host(rest)...);
           }
-          charge(info, run, first);
+          charge(info, run, queue, first);
           return first;
         } else {
           Return out;
           {
-            AllocateOnDevice allocate_on(run.device());
+            AllocateOnDevice allocate_on(run.device(), &queue);
             out = Op::redispatch(cpu, run.to_host(first), run.to_host(rest)...);
           }
           if constexpr (is_tensor_tuple<Return>::value) {
             std::apply([&run](auto&... t) { ((t = run.to_neuron(std::move(t))), ...); }, out);
-            std::apply([&](const auto&... t) { charge(info, run, t...); }, out);
+            std::apply([&](const auto&... t) { charge(info, run, queue, t...); }, out);
           } else {
             out = run.to_neuron(std::move(out));
-            charge(info, run, out);
+            charge(info, run, queue, out);
           }
           return out;
         }

@@ -10,6 +10,7 @@ namespace torch_neuron {
 namespace {
 
 TORCH_NEURON_THREAD_LOCAL c10::DeviceIndex tls_target_device = -1;
+TORCH_NEURON_THREAD_LOCAL trnsim::Queue* tls_target_queue = nullptr;  // may be null
 
 // Wraps the CPU allocator that was registered before torch_neuron loaded.
 class RedirectingCpuAllocator final : public c10::Allocator {
@@ -18,7 +19,7 @@ class RedirectingCpuAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(size_t nbytes) override {
     if (tls_target_device < 0) return host_->allocate(nbytes);
-    c10::DataPtr ptr = device_allocator().allocate_on(tls_target_device, nbytes);
+    c10::DataPtr ptr = device_allocator().allocate_on(tls_target_device, nbytes, tls_target_queue);
     ptr.unsafe_set_device(c10::Device(c10::kCPU));  // the kernel sees a CPU tensor
     return ptr;
   }
@@ -57,10 +58,15 @@ struct InstallRedirect {
 
 c10::Allocator* redirecting_cpu_allocator() { return install_redirect.redirect; }
 
-AllocateOnDevice::AllocateOnDevice(c10::DeviceIndex device) : previous_(tls_target_device) {
+AllocateOnDevice::AllocateOnDevice(c10::DeviceIndex device, trnsim::Queue* queue)
+    : previous_(tls_target_device), previous_queue_(tls_target_queue) {
   tls_target_device = device;
+  tls_target_queue = queue;
 }
 
-AllocateOnDevice::~AllocateOnDevice() { tls_target_device = previous_; }
+AllocateOnDevice::~AllocateOnDevice() {
+  tls_target_device = previous_;
+  tls_target_queue = previous_queue_;
+}
 
 }  // namespace torch_neuron

@@ -11,17 +11,23 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 
+namespace trnsim {
+class Queue;
+}
+
 namespace torch_neuron {
 
 class AllocateOnDevice {
  public:
-  explicit AllocateOnDevice(c10::DeviceIndex device);
+  // `queue`: current_queue(device), when the caller has it (saves the allocator the lookup).
+  explicit AllocateOnDevice(c10::DeviceIndex device, trnsim::Queue* queue = nullptr);
   ~AllocateOnDevice();
   AllocateOnDevice(const AllocateOnDevice&) = delete;
   AllocateOnDevice& operator=(const AllocateOnDevice&) = delete;
 
  private:
   c10::DeviceIndex previous_;
+  trnsim::Queue* previous_queue_;
 };
 
 // The CPU allocator torch_neuron installs at load time (the one the scope above redirects).

@@ -203,10 +203,12 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
   return allocate_on(current_device(), nbytes);
 }
 
-c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes) {
+c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes,
+                                                trnsim::Queue* current) {
   const c10::Device dev(kNeuron, index);
-  // Checks the device index (and refuses a forked child), so the cache may skip that.
-  trnsim::Queue& queue = current_queue(index);
+  // Checks the device index (and refuses a forked child), so the cache may skip that; a queue
+  // passed in was looked up the same way.
+  trnsim::Queue& queue = current != nullptr ? *current : current_queue(index);
   auto& st = state();
   auto& cache = st.caches[index];
   trnsim::Device* dev_state = cache.device.load(std::memory_order_acquire);

@@ -11,6 +11,10 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+namespace trnsim {
+class Queue;
+}
+
 namespace torch_neuron {
 
 class NeuronDeviceAllocator;
@@ -37,8 +41,10 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   void setMemoryFraction(double fraction, c10::DeviceIndex device);
   double getMemoryFraction(c10::DeviceIndex device);
 
-  // Allocates on an explicit device (allocate() uses the current device).
-  c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+  // Allocates on an explicit device (allocate() uses the current device). `queue`: the queue of
+  // that device's current stream, when the caller already looked it up (current_queue(device)).
+  c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes,
+                           trnsim::Queue* queue = nullptr);
   // Whether `ptr` came from this allocator (whatever device its DataPtr now claims).
   static bool owns(const c10::DataPtr& ptr);
   // Frees `ptr` if it is the start of a live block of this allocator; false otherwise.

@@ -38,47 +38,98 @@ c10::Allocator* alias_allocator(bool resizable) {
 
 // Element by element: tensors have few dimensions, and this runs for every argument of every op
 // (IntArrayRef's operator== calls memcmp).
-bool same_sizes_and_strides(const at::Tensor& a, const at::Tensor& b) {
-  const c10::IntArrayRef sizes_a = a.sizes(), sizes_b = b.sizes();
+bool same_sizes_and_strides(const c10::TensorImpl* a, const c10::TensorImpl* b) {
+  const c10::IntArrayRef sizes_a = a->sizes(), sizes_b = b->sizes();
   if (sizes_a.size() != sizes_b.size()) return false;
-  const c10::IntArrayRef strides_a = a.strides(), strides_b = b.strides();
+  const c10::IntArrayRef strides_a = a->strides(), strides_b = b->strides();
   for (size_t d = 0; d < sizes_a.size(); ++d) {
     if (sizes_a[d] != sizes_b[d] || strides_a[d] != strides_b[d]) return false;
   }
   return true;
 }
 
+// The part of redress() that changes something: out of line, so that the common case (the
+// same tensor as last time: an op repeated in a loop) runs no setter's code.
+C10_NOINLINE void redress_changed(at::Tensor& view, const at::Tensor& tensor, bool resizable) {
+  c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  c10::StorageImpl* alias = impl->unsafe_storage().unsafeGetStorageImpl();
+  const c10::Storage& storage = tensor.storage();
+  void* data = storage.unsafeGetStorageImpl()->mutable_data();
+  if (alias->data() != data) alias->set_data_ptr_noswap(c10::DataPtr(data, c10::kCPU));
+  if (alias->nbytes() != storage.nbytes()) alias->set_nbytes(storage.nbytes());
+  alias->set_allocator(alias_allocator(resizable));
+  if (alias->resizable() != resizable) alias->set_resizable(resizable);
+  if (impl->dtype() != tensor.dtype()) impl->set_storage_and_dtype(impl->storage(), tensor.dtype());
+  if (!same_sizes_and_strides(impl, tensor.unsafeGetTensorImpl())) {
+    impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+  } else if (view.storage_offset() != tensor.storage_offset()) {
+    impl->set_storage_offset(tensor.storage_offset());
+  }
+  if (view.is_conj() != tensor.is_conj()) view._set_conj(tensor.is_conj());
+  if (view.is_neg() != tensor.is_neg()) view._set_neg(tensor.is_neg());
+}
+
+// Re-dresses `view`, a view host_view made that nothing else holds, as a view of `tensor`.
+void redress(at::Tensor& view, const at::Tensor& tensor, bool resizable) {
+  c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  const c10::TensorImpl* source = tensor.unsafeGetTensorImpl();
+  c10::StorageImpl* alias = impl->unsafe_storage().unsafeGetStorageImpl();
+  // (Null for a tensor without storage: redress_changed's storage() raises for it.)
+  c10::StorageImpl* storage = source->unsafe_storage().unsafeGetStorageImpl();
+  const bool unchanged =
+      storage != nullptr && alias->data() == storage->mutable_data() &&
+      alias->nbytes() == storage->nbytes() && alias->allocator() == alias_allocator(resizable) &&
+      alias->resizable() == resizable && impl->dtype() == source->dtype() &&
+      same_sizes_and_strides(impl, source) && impl->storage_offset() == source->storage_offset() &&
+      impl->is_conj() == source->is_conj() && impl->is_neg() == source->is_neg();
+  if (!unchanged) redress_changed(view, tensor, resizable);
+}
+
+// Whether `view`, made by host_view, can be re-dressed as a new one: only this reference to it
+// and to its storage, and nothing a kernel could have attached (autograd metadata, a Python
+// object, a copy-on-write or owning DataPtr, a materializer) or changed beyond what redress()
+// resets. A view made in another inference mode has other dispatch keys than a new one would.
+bool can_redress(const at::Tensor& view, bool inference_mode) {
+  c10::TensorImpl* impl = view.unsafeGetTensorImpl();
+  const c10::StorageImpl* alias = impl->unsafe_storage().unsafeGetStorageImpl();
+  if (alias == nullptr) return false;
+  // The storage's counts are read through the view's own reference, borrowed without touching
+  // the counts (reclaim, then release).
+  auto alias_ref = c10::intrusive_ptr<c10::StorageImpl>::reclaim(
+      const_cast<c10::StorageImpl*>(alias));
+  const bool alias_unshared = alias_ref.use_count() == 1 && alias_ref.weak_use_count() == 1;
+  alias_ref.release();
+  // (The view is a plain TensorImpl: host_view made it, and a TensorImpl keeps its type.)
+  return view.use_count() == 1 && view.weak_use_count() == 1 && alias_unshared &&
+         view.is_cpu() && impl->is_inference() == inference_mode &&
+         impl->autograd_meta() == nullptr && impl->pyobj_slot()->load_pyobj() == nullptr &&
+         alias->pyobj_slot()->load_pyobj() == nullptr &&
+         alias->data_ptr().get_context() == nullptr && !alias->has_materializer() &&
+         !impl->is_wrapped_number() && impl->allow_tensor_metadata_change() &&
+         !impl->has_symbolic_sizes_strides();
+}
+
 // A spare view re-dressed as a view of `tensor`, or an undefined tensor when there is none.
 at::Tensor reuse_spare_view(const at::Tensor& tensor, bool resizable, bool inference_mode) {
   auto& spares = spare_views();
-  if (spares.empty()) return at::Tensor();
-  const c10::Storage& storage = tensor.storage();
-  // A view made in another inference mode has other dispatch keys than a new one would.
   while (!spares.empty()) {
     at::Tensor view = std::move(spares.back());
     spares.pop_back();
-    auto* impl = view.unsafeGetTensorImpl();
-    if (impl->is_inference() != inference_mode) continue;
-    // (A spare is a plain TensorImpl with a storage: recycle_host_view checked.)
-    c10::StorageImpl* alias = impl->unsafe_storage().unsafeGetStorageImpl();
-    // The same tensor as last time (an op repeated in a loop) leaves most of this unchanged.
-    void* data = storage.unsafeGetStorageImpl()->mutable_data();
-    if (alias->data() != data) alias->set_data_ptr_noswap(c10::DataPtr(data, c10::kCPU));
-    if (alias->nbytes() != storage.nbytes()) alias->set_nbytes(storage.nbytes());
-    alias->set_allocator(alias_allocator(resizable));
-    if (alias->resizable() != resizable) alias->set_resizable(resizable);
-    if (impl->dtype() != tensor.dtype()) impl->set_storage_and_dtype(impl->storage(), tensor.dtype());
-    // Same shape as last time (an op repeated in a loop): nothing to recompute.
-    if (!same_sizes_and_strides(view, tensor)) {
-      impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
-    } else if (view.storage_offset() != tensor.storage_offset()) {
-      impl->set_storage_offset(tensor.storage_offset());
-    }
-    if (view.is_conj() != tensor.is_conj()) view._set_conj(tensor.is_conj());
-    if (view.is_neg() != tensor.is_neg()) view._set_neg(tensor.is_neg());
+    if (view.unsafeGetTensorImpl()->is_inference() != inference_mode) continue;
+    redress(view, tensor, resizable);
     return view;
   }
   return at::Tensor();
+}
+
+// A new view of `tensor`.
+at::Tensor new_host_view(const at::Tensor& tensor, bool resizable) {
+  const c10::Storage& storage = tensor.storage();
+  c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(), alias_data(storage),
+                     alias_allocator(resizable), resizable);
+  // Lazy conjugation and negation are part of the value (ops that understand them, like mm and
+  // copy_, receive them unresolved), so the view keeps them.
+  return tensor_like(std::move(alias), c10::DispatchKey::CPU, tensor);
 }
 
 // A plain dense CPU tensor, as at::empty makes it outside inference mode, that only the caller
@@ -105,39 +156,25 @@ at::Tensor host_view(const at::Tensor& tensor, bool resizable, bool inference_mo
   if (!tensor.defined() || tensor.device().type() != kNeuron) return tensor;
   at::Tensor view = reuse_spare_view(tensor, resizable, inference_mode);
   if (view.defined()) return view;
-  const c10::Storage& storage = tensor.storage();
-  c10::Storage alias(c10::Storage::use_byte_size_t(), storage.nbytes(), alias_data(storage),
-                     alias_allocator(resizable), resizable);
-  // Lazy conjugation and negation are part of the value (ops that understand them, like mm and
-  // copy_, receive them unresolved), so the view keeps them.
-  return tensor_like(std::move(alias), c10::DispatchKey::CPU, tensor);
+  return new_host_view(tensor, resizable);
 }
 
 void recycle_host_view(at::Tensor view) {
   auto& spares = spare_views();
   if (spares.size() >= kMaxSpareViews || !view.defined()) return;
-  const c10::TensorImpl* impl = view.unsafeGetTensorImpl();
-  const c10::StorageImpl* alias = impl->storage().unsafeGetStorageImpl();
-  if (alias == nullptr) return;
-  // Only this reference to the view and to its storage; nothing a kernel could have attached
-  // (autograd metadata, a Python object, a copy-on-write or owning DataPtr, a materializer).
-  // The storage's counts are read through the view's own reference, borrowed without touching
-  // the counts (reclaim, then release).
-  auto alias_ref = c10::intrusive_ptr<c10::StorageImpl>::reclaim(
-      const_cast<c10::StorageImpl*>(alias));
-  const bool alias_unshared = alias_ref.use_count() == 1 && alias_ref.weak_use_count() == 1;
-  alias_ref.release();
-  const bool unshared =
-      view.use_count() == 1 && view.weak_use_count() == 1 && alias_unshared;
-  // (The view is a plain TensorImpl: host_view made it, and a TensorImpl keeps its type.)
-  if (!unshared || !view.is_cpu() ||
-      impl->autograd_meta() != nullptr || impl->pyobj_slot()->load_pyobj() != nullptr ||
-      alias->pyobj_slot()->load_pyobj() != nullptr || alias->data_ptr().get_context() != nullptr ||
-      alias->has_materializer() || impl->is_wrapped_number() ||
-      !impl->allow_tensor_metadata_change() || impl->has_symbolic_sizes_strides()) {
-    return;
-  }
+  if (!can_redress(view, view.unsafeGetTensorImpl()->is_inference())) return;
   spares.push_back(std::move(view));
+}
+
+at::Tensor* HostViewSlot::take(const at::Tensor& tensor, bool inference_mode) {
+  if (busy_) return nullptr;  // a call on this thread, inside one that holds the slot
+  if (view_.defined() && can_redress(view_, inference_mode)) {
+    redress(view_, tensor, /*resizable=*/false);
+  } else {
+    view_ = host_view(tensor, /*resizable=*/false, inference_mode);
+  }
+  busy_ = true;
+  return &view_;
 }
 
 at::Tensor tensor_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {

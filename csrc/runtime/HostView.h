@@ -28,6 +28,23 @@ at::Tensor host_view(const at::Tensor& tensor, bool resizable, bool inference_mo
 // else still references or that a kernel changed beyond what host_view resets are dropped.
 void recycle_host_view(at::Tensor view);
 
+// Note [Host view slots]: a typed host kernel (Note [Unboxed host execution]) keeps, per op,
+// thread and argument position, the view it made last time, instead of handing it to the
+// spare views and taking one back: an op called over and over saves the round trip. The slot
+// owns its view between calls; a view something else still holds (a kernel returned it, say)
+// is left to its holders and the slot makes another.
+class HostViewSlot {
+ public:
+  // This slot's view re-dressed as a (non-resizable) view of the neuron tensor `tensor`, valid
+  // until give_back(); nullptr while an outer call on this thread holds the slot.
+  at::Tensor* take(const at::Tensor& tensor, bool inference_mode);
+  void give_back() { busy_ = false; }
+
+ private:
+  at::Tensor view_;
+  bool busy_ = false;
+};
+
 // A tensor for dispatch key `key` (CPU or PrivateUse1) over `storage`, with `like`'s dtype,
 // sizes, strides, storage offset and lazy conj/neg bits: the one way tensors are re-dressed
 // between neuron and host views.

@@ -21,6 +21,7 @@
 #include "distributed/HostStaging.h"
 #include "distributed/InlineCollective.h"
 #include "distributed/NeuronWork.h"
+#include "distributed/PremulFactor.h"
 #include "distributed/SpmdCpuBackend.h"
 #include "distributed/VirtualWorld.h"
 #include "aten/KnownValues.h"
@@ -96,16 +97,6 @@ void check_reducible(const std::vector<at::Tensor>& tensors, const char* op) {
 // Gloo has no PREMUL_SUM: the inputs are multiplied by the factor, then summed.
 c10d::ReduceOp gloo_reduce_op(const c10d::ReduceOp& op) {
   return op.op_ == c10d::ReduceOp::PREMUL_SUM ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
-}
-
-std::optional<double> premul_factor(const c10d::ReduceOp& op) {
-  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return std::nullopt;
-  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-  TORCH_CHECK(supplement, "neuron process group: PREMUL_SUM without a factor");
-  if (supplement->tensor_factor.defined()) {
-    return host_view(supplement->tensor_factor).item<double>();
-  }
-  return supplement->double_factor;
 }
 
 // Scales the host tensors Gloo will reduce by a PREMUL_SUM factor: in place for in-out

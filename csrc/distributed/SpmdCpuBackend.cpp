@@ -3,6 +3,8 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include "distributed/PremulFactor.h"
+
 namespace torch_neuron {
 namespace {
 
@@ -49,15 +51,9 @@ void SpmdCpuBackend::reduce_copies(at::Tensor& tensor, const c10d::ReduceOp& op)
     case c10d::ReduceOp::BXOR:
       if (n % 2 == 0) tensor.zero_();
       return;
-    case c10d::ReduceOp::PREMUL_SUM: {
-      auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-      TORCH_CHECK(supplement, "neuron process group: PREMUL_SUM without a factor");
-      const double factor = supplement->tensor_factor.defined()
-                                ? supplement->tensor_factor.item<double>()
-                                : supplement->double_factor;
-      tensor.mul_(factor * n);
+    case c10d::ReduceOp::PREMUL_SUM:
+      tensor.mul_(*premul_factor(op) * n);
       return;
-    }
     default:  // AVG, MIN, MAX, BAND, BOR of equal tensors: the tensor itself
       return;
   }

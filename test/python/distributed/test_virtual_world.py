@@ -85,6 +85,7 @@ def test_virtual_world_of_64_ranks_on_two_instances():
     assert seen["world"] == 64 and seen["rank"] == 33 and seen["device"] == "neuron:1"
     assert seen["objects"] == [{"from": 33}] * 64  # every rank holds what rank 33 holds
     assert seen["cpu_sum"] == [64.0, 128.0] and seen["cpu_max"] == [1.0, 2.0]
+    assert seen["cpu_premul"] == [32.0, 64.0]  # 64 ranks' 0.5 x [1, 2], summed
     assert seen["mesh_groups"] == {"dp": 2, "tp": 32}
     rows = collectives(out)
     reduces = [key for key in rows if key[0] == "c10d::all_reduce"]

@@ -22,6 +22,8 @@ cpu_sum = torch.tensor([1.0, 2.0])
 dist.all_reduce(cpu_sum)
 cpu_max = torch.tensor([1.0, 2.0])
 dist.all_reduce(cpu_max, op=dist.ReduceOp.MAX)
+cpu_premul = torch.tensor([1.0, 2.0])
+dist.all_reduce(cpu_premul, op=dist.ReduceOp.PREMUL_SUM(0.5))
 mesh = init_device_mesh("neuron", (2, world // 2), mesh_dim_names=("dp", "tp"))
 
 model = nn.parallel.DistributedDataParallel(
@@ -35,5 +37,6 @@ for _ in range(2):
 print("WORLD " + json.dumps({
     "world": world, "rank": rank, "device": f"neuron:{torch.neuron.current_device()}",
     "objects": objects, "cpu_sum": cpu_sum.tolist(), "cpu_max": cpu_max.tolist(),
+    "cpu_premul": cpu_premul.tolist(),
     "mesh_groups": {name: mesh[name].size() for name in ("dp", "tp")}}), flush=True)
 dist.destroy_process_group()

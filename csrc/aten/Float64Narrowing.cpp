@@ -135,12 +135,8 @@ NarrowingPlan plan_float64_narrowing(const c10::OperatorHandle& op,
     if (value.isTensor()) {
       const at::Tensor& t = value.toTensor();
       plan.result_dtypes.push_back(t.defined() ? std::optional(t.scalar_type()) : std::nullopt);
-      plan.result_layouts.push_back(t);
     } else if (value.isTensorList()) {
-      for (const at::Tensor& t : value.toTensorList()) {
-        plan.result_dtypes.push_back(t.scalar_type());
-        plan.result_layouts.push_back(t);
-      }
+      for (const at::Tensor& t : value.toTensorList()) plan.result_dtypes.push_back(t.scalar_type());
     }
   }
   plan.narrow = true;

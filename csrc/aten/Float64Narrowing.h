@@ -2,7 +2,6 @@
 // checks] in Float64Narrowing.cpp), and which dtypes its results must then have.
 #pragma once
 
-#include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
@@ -22,10 +21,6 @@ struct NarrowingPlan {
   // The dtype PyTorch gives each returned tensor (lists flattened, in order); nullopt for an
   // undefined result.
   std::vector<std::optional<c10::ScalarType>> result_dtypes;
-  // The same results of the op run on meta tensors laid out as the arguments (in the same
-  // order; undefined where a result is): their strides are the ones the CPU kernel gives for
-  // the original layout, which a float32 copy of a strided view may not keep.
-  std::vector<at::Tensor> result_layouts;
 };
 
 // `arguments` are the op's arguments as the dispatcher passed them (neuron tensors, before any

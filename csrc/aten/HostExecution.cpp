@@ -343,7 +343,6 @@ class HostRun {
       view = narrowed_copy(original);
       if (marked) mark_inexact_elements(view, original);
       narrowed_any_ = true;
-      relaid_ = relaid_ || view.strides() != original.strides();
     }
     // An out= argument is only written: its bytes count once, as an output.
     if (!out_argument_) input_bytes_ += t.nbytes();
@@ -372,10 +371,8 @@ class HostRun {
   at::Tensor back_to_neuron(at::Tensor t) {
     // The dtype PyTorch gives this result (Note [Float64 narrowing checks]).
     std::optional<c10::ScalarType> dtype;
-    const at::Tensor* layout = nullptr;  // the meta run's result (Note [Float64 narrowing checks])
     if (narrowing_ != nullptr && result_index_ < narrowing_->result_dtypes.size()) {
       dtype = narrowing_->result_dtypes[result_index_];
-      layout = &narrowing_->result_layouts[result_index_];
     }
     ++result_index_;
     if (!t.defined() || on_neuron(t)) return t;
@@ -395,15 +392,8 @@ class HostRun {
         ((t.scalar_type() == at::kFloat && *dtype == at::kDouble) ||
          (t.scalar_type() == at::kComplexFloat && *dtype == at::kComplexDouble))) {
       // Computed in float32 (complex64) for float64 inputs: hand back the dtype the op promises.
-      // (Only these: narrowing changes no other dtype, and a meta kernel can be wrong.) Laid
-      // out as the float32 kernel laid it out, unless a float32 copy had other strides than
-      // its original (a dense copy of a sparse view: the kernel orders a result's dimensions,
-      // size-1 ones too, after its inputs' strides): then as the meta run laid it out for the
-      // original arguments, where that is a dense result of this shape.
-      const bool meta_layout = relaid_ && layout != nullptr && layout->defined() &&
-                               layout->sizes() == t.sizes() &&
-                               layout->is_non_overlapping_and_dense();
-      at::Tensor out = at::empty_strided(t.sizes(), meta_layout ? layout->strides() : t.strides(),
+      // (Only these: narrowing changes no other dtype, and a meta kernel can be wrong.)
+      at::Tensor out = at::empty_strided(t.sizes(), t.strides(),
                                          t.options().dtype(*dtype).device(
                                              c10::Device(kNeuron, device_)));
       host_view(out).copy_(t);
@@ -420,7 +410,6 @@ class HostRun {
   size_t begin_;
   const NarrowingPlan* narrowing_;
   bool narrowed_any_ = false;
-  bool relaid_ = false;  // a narrowed copy has other strides than its original
   // Narrowed arguments this op writes get their inexact elements marked.
   bool marks_inexact_ = false;
   size_t result_index_ = 0;  // position of the result back_to_neuron converts, lists flattened

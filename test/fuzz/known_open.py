@@ -11,7 +11,9 @@ or explained, each by its first mismatch:
   lay results out otherwise than the CPU kernels), so that change was reverted.
 - 80631, 84124 (scatter_add_), 56153 (index_add_): an out-of-range index raises on both; the
   CPU kernel has already added the in-range elements, neuron checks first and writes nothing.
-- 70359: index_select(out=) on an error path: the out= tensor's shape differs.
+- 70359: index_select(out=) with an out-of-range index: both raise; the CPU kernel has already
+  resized out= (to shape ()), neuron checks the index first and leaves out= as it was. The
+  same class as the three above.
 - 90788: ldexp(out=) with an int64 exponent beyond the int32 range: CPU -0.0, neuron -inf;
   likely explained.py's cpu-ldexp-kernel difference (the CPU kernel wraps the exponent to 32
   bits), whose check does not handle out= yet.

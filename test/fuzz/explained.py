@@ -407,8 +407,38 @@ def _one_hot_range_check(m, step, comp, cpu):
             or isinstance(neuron_error, torch.OutOfMemoryError))
 
 
+# Ops that write an argument and check their indices (_index_checked_before_writing).
+INDEX_WRITES = {"scatter_add_", "scatter_", "index_add_", "index_copy_", "index_fill_",
+                "index_select"}
 # ops whose arguments the CPU lane keeps a copy of before the step (for the checks below)
-NEEDS_ARGUMENTS = {"ldexp", "ldexp_", "float_power_"}
+NEEDS_ARGUMENTS = {"ldexp", "ldexp_", "float_power_"} | INDEX_WRITES
+
+
+def _index_checked_before_writing(m, step, comp, cpu):
+    """A scatter or index op that writes an argument (in place, or index_select's out=), with
+    an index out of range: both devices raise, but ATen's CPU kernels check each index as they
+    reach it, so they have already written the elements before it (or resized out=); neuron
+    checks every index first (csrc/aten/IndexChecks.h) and leaves the argument as it was.
+    Accepted when the CPU raised an out-of-range error and neuron's value of that argument is
+    exactly what it was before the step."""
+    if step is None or step.params.get("op") not in INDEX_WRITES:
+        return False
+    if m.category not in ("value", "shape", "stride"):
+        return False
+    error = cpu.error
+    if error is None or not re.search(r"out of (bounds|range)", str(error)):
+        return False
+    base = re.match(r"\w+", m.name).group(0)
+    before = cpu.before.get(base)
+    n = comp.lane.get(base)  # the neuron lane's argument now
+    if base not in written(step) or not isinstance(before, torch.Tensor) or not isinstance(n, torch.Tensor):
+        return False
+    n = n.cpu()
+    return (n.shape == before.shape and n.dtype == before.dtype
+            and torch.equal(n.isnan() if n.is_floating_point() else n,
+                            before.isnan() if before.is_floating_point() else before)
+            and torch.equal(n.nan_to_num() if n.is_floating_point() else n,
+                            before.nan_to_num() if before.is_floating_point() else before))
 
 
 def _ldexp_as_on_other_devices(step, before):
@@ -598,6 +628,14 @@ ENTRIES = [
           "PyTorch docs, torch.Tensor.expand ('in-place operations ... may result in incorrect "
           "behavior')",
           _write_to_overlapping_memory, taints=True),
+    Entry("index-checked-before-writing",
+          "A scatter or index op with an index out of range raises on both devices, but the "
+          "CPU kernel has already written the elements before that index (or resized out=), "
+          "where neuron checks every index first and leaves the argument as it was. Later "
+          "values computed from it differ too.",
+          "csrc/aten/IndexChecks.h; PyTorch's CPU scatter/index kernels check indices per "
+          "element (aten/src/ATen/native/cpu/ScatterGatherKernel.cpp, IndexKernel.cpp)",
+          _index_checked_before_writing, taints=True),
     Entry("uninitialized-after-failed-resize",
           "An op that resizes an argument it writes and then raises (on the CPU as on neuron) "
           "leaves the added elements uninitialized; the elements the argument had before must "

@@ -9,16 +9,13 @@ or explained, each by its first mismatch:
   from the CPU's (the float32 copy of a sparse view is dense). Taking the meta run's strides
   for such results fixed it but broke 53513 and 87638 (ldexp, hardtanh: their meta functions
   lay results out otherwise than the CPU kernels), so that change was reverted.
-- 80631, 84124 (scatter_add_), 56153 (index_add_): an out-of-range index raises on both; the
-  CPU kernel has already added the in-range elements, neuron checks first and writes nothing.
-- 70359: index_select(out=) with an out-of-range index: both raise; the CPU kernel has already
-  resized out= (to shape ()), neuron checks the index first and leaves out= as it was. The
-  same class as the three above.
 - 90788: ldexp(out=) with an int64 exponent beyond the int32 range: CPU -0.0, neuron -inf;
   likely explained.py's cpu-ldexp-kernel difference (the CPU kernel wraps the exponent to 32
   bits), whose check does not handle out= yet.
 - 73204 (narrow lane): a gradient differs beyond float32 tolerance at the end of a program.
-Seeds 0-49999 have only 40184; 50000-99999 the others.
+Seeds 0-49999 have only 40184; 50000-99999 the others. (80631, 84124, 56153 and 70359, a
+scatter or index op that raised on an out-of-range index after the CPU kernel had written part
+of its argument, are explained.py's index-checked-before-writing.)
 (Fixed and removed: N1-N3, float64 narrowing changed result dtypes and hid or
 added errors (Note [Float64 narrowing checks]); N4, float64 results rebuilt contiguous instead of
 with the CPU kernel's strides; M3 on empty tensors, the index pre-check raised where the CPU

@@ -69,6 +69,7 @@ class Lane:
         self.before = {}
         self.shapes_before = {}  # the step's tensor arguments' shapes before it ran
         self.before_shared = {}  # the plain tensors of `before`, sharing memory as they did
+        self.error = None  # what the last step raised, or None
 
     def code(self, step):
         text = step.render()
@@ -105,12 +106,14 @@ class Lane:
             torch_neuron.set_float64_mode(self.float64)
         for out in step.outs:
             self.env.pop(out, None)
+        self.error = None
         try:
             exec(self.code(step), self.env)
             return None
         except Exception as e:  # noqa: BLE001  (the exception is what is compared)
             for out in step.outs:
                 self.env.pop(out, None)
+            self.error = e
             return e
         finally:
             if self.float64:

@@ -6,7 +6,8 @@
 // each thread remembers, per typed op, the shapes of its last call and the WorkTime trnsim gave
 // it; a call with the same shapes launches that time again without describing and costing the
 // work anew. The time is the very value time_of returned, so simulated times are bit-identical.
-// Per thread, so no lock: threads running the same op each keep their own entry.
+// Per thread, so no lock: threads running the same op each keep their own entry (OpThreadState
+// in UnboxedHostKernels.cpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,11 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include <trnsim/work.h>
-
-#include "runtime/ThreadLocal.h"
 
 namespace torch_neuron {
 
@@ -92,19 +90,5 @@ class OpTimeMemo {
   uint64_t bytes_ = 0;
   trnsim::WorkTime time_;
 };
-
-// A number for a new typed op's memo slot (once per op, at its first call).
-size_t new_op_time_slot();
-
-struct OpTimeMemosTag;
-// Grows this thread's memos to hold `slot`; returns its memo.
-OpTimeMemo& grow_op_time_memos(size_t slot);
-
-// This thread's memo of the op numbered `slot` (inline: asked by every typed op).
-inline OpTimeMemo& op_time_memo(size_t slot) {
-  auto& memos = per_thread<std::vector<OpTimeMemo>, OpTimeMemosTag>();
-  if (__builtin_expect(slot < memos.size(), 1)) return memos[slot];
-  return grow_op_time_memos(slot);
-}
 
 }  // namespace torch_neuron

@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,6 +118,12 @@
 namespace torch_neuron {
 namespace {
 
+// A number for a new typed op (once per op, at its first call): its OpThreadState's index.
+size_t new_op_number() {
+  static std::atomic<size_t> next{0};
+  return next++;
+}
+
 // What a typed kernel needs to know about its op, computed on its first call.
 struct UnboxedOpInfo {
   std::string name;       // "aten::add.Tensor"
@@ -125,8 +132,7 @@ struct UnboxedOpInfo {
   IndexCheck index_check;  // what run_on_host checks before a GpSimd op
   OpCounter* counter;
   c10::OperatorHandle handle;  // for run_on_host
-  size_t thread_slot;  // its per-thread OpTimeMemo and host view slots (Notes [Memoized op
-                       // times] and [Host view slots])
+  size_t number;               // its OpThreadState on each thread
 };
 
 template <class Op>
@@ -140,25 +146,30 @@ const UnboxedOpInfo& info_of() {
     if (*Op::overload_name != '\0') name += std::string(".") + Op::overload_name;
     auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
     return UnboxedOpInfo{name,   base_name, op_class, index_check, &op_counter(name),
-                         handle, new_op_time_slot()};
+                         handle, new_op_number()};
   }();
   return info;
 }
 
-// Note [Host view slots] (runtime/HostView.h): per thread and typed op, one slot for each of
-// the first tensor arguments (most ops have at most four); the others use spare views.
+// What a typed op keeps per thread: the time of its last call's shapes (Note [Memoized op
+// times]) and one host view slot for each of its first tensor arguments (Note [Host view slots]
+// in runtime/HostView.h; most ops have at most four, the others use spare views). Per thread,
+// so no lock.
 constexpr size_t kViewSlots = 4;
 using OpViewSlots = std::array<HostViewSlot, kViewSlots>;
-struct OpViewSlotsTag;
-OpViewSlots& op_view_slots(size_t thread_slot) {
+struct OpThreadState {
+  OpTimeMemo memo;
+  OpViewSlots views;
+};
+
+struct OpThreadStatesTag;
+OpThreadState& op_thread_state(size_t number) {
   // Held by pointer: growing the table leaves the slots that outer calls hold where they are.
-  auto& all = per_thread<std::vector<std::unique_ptr<OpViewSlots>>, OpViewSlotsTag>();
-  if (__builtin_expect(thread_slot < all.size() && all[thread_slot] != nullptr, 1)) {
-    return *all[thread_slot];
-  }
-  if (thread_slot >= all.size()) all.resize(thread_slot + 1);
-  all[thread_slot] = std::make_unique<OpViewSlots>();
-  return *all[thread_slot];
+  auto& all = per_thread<std::vector<std::unique_ptr<OpThreadState>>, OpThreadStatesTag>();
+  if (__builtin_expect(number < all.size() && all[number] != nullptr, 1)) return *all[number];
+  if (number >= all.size()) all.resize(number + 1);
+  all[number] = std::make_unique<OpThreadState>();
+  return *all[number];
 }
 
 // TensorBase::nbytes() without its sparse-layout check: these tensors are dense.
@@ -307,7 +318,7 @@ class UnboxedRun {
 
 // Charges the op to the current stream's clock and counts it (as run_on_host does).
 template <class Run, class... Outputs>
-void charge(const UnboxedOpInfo& info, const Run& run, trnsim::Queue& queue,
+void charge(const UnboxedOpInfo& info, const Run& run, OpTimeMemo& memo, trnsim::Queue& queue,
             const Outputs&... outputs) {
   const at::Tensor* const output_ptrs[] = {&outputs...};  // Note [Compiled graph schedule]
   static const at::Tensor none;
@@ -324,7 +335,6 @@ void charge(const UnboxedOpInfo& info, const Run& run, trnsim::Queue& queue,
   }
   // Note [Memoized op times]: the same shapes as this op's last call on this thread cost the
   // same; only new shapes are described and costed.
-  OpTimeMemo& memo = op_time_memo(info.thread_slot);
   const trnsim::WorkTime* known = memo.find(run.inputs(), *largest, bytes);
   trnsim::WorkTime time;
   if (known == nullptr) {
@@ -466,8 +476,8 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
   static Return call(c10::DispatchKeySet, First first, Rest... rest) {
     const UnboxedOpInfo& info = info_of<Op>();
     if (typed_path(info)) {
-      UnboxedRun<kTensors, kOptionalTensors, kTensorLists == 1> run(
-          op_view_slots(info.thread_slot));
+      OpThreadState& state = op_thread_state(info.number);
+      UnboxedRun<kTensors, kOptionalTensors, kTensorLists == 1> run(state.views);
       // An in-place op writes `first`: a CPU tensor there (a 0-dim one, which admit() lets
       // join as an operand) is refused by run_on_host, as CUDA refuses it.
       bool writes_cpu_tensor = false;
@@ -482,7 +492,7 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
             AllocateOnDevice allocate_on(run.device(), &queue);
             Op::redispatch(cpu, run.to_host(first), run.to_host(rest)...);
           }
-          charge(info, run, queue, first);
+          charge(info, run, state.memo, queue, first);
           return first;
         } else {
           Return out;
@@ -492,10 +502,10 @@ struct UnboxedHostKernel<Op, Return(First, Rest...)> {
           }
           if constexpr (is_tensor_tuple<Return>::value) {
             std::apply([&run](auto&... t) { ((t = run.to_neuron(std::move(t))), ...); }, out);
-            std::apply([&](const auto&... t) { charge(info, run, queue, t...); }, out);
+            std::apply([&](const auto&... t) { charge(info, run, state.memo, queue, t...); }, out);
           } else {
             out = run.to_neuron(std::move(out));
-            charge(info, run, queue, out);
+            charge(info, run, state.memo, queue, out);
           }
           return out;
         }

@@ -9,9 +9,10 @@ inference latency or training throughput, a collective's time in nccom-test, a L
 throughput or latency), the workload that produced it written as ordinary PyTorch on device
 "neuron" (for a collective, the collective model's public entry point; for a Llama job, the
 project's example run as a virtual world, docs/scale.md), and the instance it ran on.
-Workloads run in predict-only mode (Note [Predict-only execution]): nothing is computed. AWS measured its model numbers on compiled
-graphs, so those workloads run under torch.compile(backend="neuron"); kernels measured as one
-kernel run as one eager op; --eager adds eager predictions beside the compiled ones.
+Workloads run in predict-only mode (Note [Predict-only execution]): nothing is computed. AWS
+measured its model numbers on compiled graphs, so those workloads run under
+torch.compile(backend="neuron"); kernels measured as one kernel run as one eager op; --eager
+adds eager predictions beside the compiled ones.
 
 Goals (issue 25), checked by the exit status:
   end to end: median |predicted / measured - 1| <= 15%, every anchor within 0.67x-1.5x;

@@ -3,6 +3,7 @@ process group and device mesh, a model built on the meta device and initialised 
 its tensor-parallel plan, and simulated-time measurement."""
 
 import os
+import sys
 import time
 
 import torch
@@ -17,6 +18,11 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
 
 import torch_neuron
+
+# Every rank prints to the same pipe, and an unbuffered stdout (PYTHONUNBUFFERED) writes a
+# print's text and its newline separately, so two ranks' lines could run together: one write
+# per line instead.
+sys.stdout.reconfigure(write_through=False, line_buffering=True)
 
 # Llama 3's rotary embedding, as both model cards' config.json give it.
 LLAMA3_ROPE = dict(rope_theta=500000.0, rope_scaling=dict(

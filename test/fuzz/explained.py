@@ -235,6 +235,21 @@ class _Named:
         self.name = self.path = name
 
 
+def _narrowed_size_one_stride(m, step, comp, cpu):
+    """On the neuron/narrow lane, a float64 result computed from a float32 copy of a view that
+    is not dense: the copy is laid out anew, and the result's strides differ from the CPU's only
+    along dimensions of size 1, where a stride addresses no other element (PyTorch's contiguity
+    checks ignore them too)."""
+    if comp.lane.float64 != "narrow" or m.category != "stride":
+        return False
+    c, n = _lookup(cpu.env, m.name), _lookup(comp.lane.env, m.name)
+    if not (isinstance(c, torch.Tensor) and isinstance(n, torch.Tensor)) or c.shape != n.shape:
+        return False
+    if c.dtype not in (torch.float64, torch.complex128):
+        return False
+    return all(size == 1 or a == b for size, a, b in zip(c.shape, c.stride(), n.stride()))
+
+
 def _write_to_overlapping_memory(m, step, comp, cpu):
     """A step that writes into a tensor whose elements overlap in memory (an expanded or
     unfolded view): PyTorch leaves the result undefined ("in-place operations on such tensors
@@ -450,7 +465,7 @@ def _ldexp_as_on_other_devices(step, before):
         text = "{0}.copy_(torch.ldexp({0}, " + text[len("{0}.ldexp_("):] + ")"
     elif text.startswith("{0}.ldexp("):
         text = "torch.ldexp({0}, " + text[len("{0}.ldexp("):]
-    if not text.startswith(("torch.ldexp(", "{0}.copy_(torch.ldexp(")) or "out=" in text:
+    if not text.startswith(("torch.ldexp(", "{0}.copy_(torch.ldexp(")):
         return None
     from .program import exec_globals
     env = exec_globals("cpu")
@@ -461,8 +476,9 @@ def _ldexp_as_on_other_devices(step, before):
             return getattr(torch, name)
 
         @staticmethod
-        def ldexp(x, e):
-            return torch.mul(x, torch.pow(2.0, e))
+        def ldexp(x, e, out=None):  # ATen's ldexp_out: mul_out(out, self, pow(2.0, other))
+            power = torch.pow(2.0, e)
+            return torch.mul(x, power) if out is None else torch.mul(x, power, out=out)
 
     env["torch"] = Torch()
     outs = ", ".join(step.outs)
@@ -621,6 +637,13 @@ ENTRIES = [
           "in float32 on neuron's own arguments.",
           "README.md 'Dtypes'",
           _shares_narrowed_float64, taints=True),
+    Entry("float64-narrowed-size-one-stride",
+          "A narrowed float64 op on a view that is not dense computes from a float32 copy laid "
+          "out anew, so its result's strides can differ from the CPU's along dimensions of size "
+          "1, where a stride addresses no other element; accepted when every other stride "
+          "agrees.",
+          "README.md 'Dtypes'; PyTorch c10/core/Contiguity.h (size-1 dimensions are skipped)",
+          _narrowed_size_one_stride, taints=False),
     Entry("write-to-overlapping-memory",
           "Writing into a tensor whose elements overlap in memory (expand, unfold with a step "
           "smaller than the size) is undefined in PyTorch; the result depends on the order in "

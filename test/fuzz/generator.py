@@ -1376,7 +1376,9 @@ class Gen:
         picked = r.sample(outs, min(len(outs), r.randint(1, 3)))
         terms = []
         for n in picked:
-            terms.append(r.choice(["{{{i}}}.float().sum()", "({{{i}}}.float() * {{{i}}}.float().detach().cos()).sum()",
+            # Weights by tanh, not cos: cos of a large value is chaotic (float32 spacing at 2e8
+            # is 16), so the narrowed float64 lane's last-bit differences became any gradient.
+            terms.append(r.choice(["{{{i}}}.float().sum()", "({{{i}}}.float() * {{{i}}}.float().detach().tanh()).sum()",
                                    "{{{i}}}.float().square().sum()"]))
         terms = [tm.format(i=i) for i, tm in enumerate(terms)]
         loss = self.emit(" + ".join(terms), picked, "loss", keep_error=0)

@@ -166,6 +166,21 @@ class _Instruction:
                              f"partition count and elements per partition "
                              f"({self.pf(a)} vs {self.pf(b)})")
 
+    def expect_pf(self, t: NkiTensor, role: str, partitions: int, free: int):
+        """ShapeError unless `t` is `partitions` x `free` elements."""
+        if t.shape[0] != partitions or t.free_size != free:
+            raise self.error(ShapeError, f"{role} {t.shape} must be ({partitions}, {free})")
+
+    def registers_result(self, reduce_res: NkiTensor, partitions: int, regs: dict, key,
+                         registers: str):
+        """Checks `reduce_res`, the (partitions, 1) tile that receives an engine's reduce
+        registers (`registers` names them in messages), and that they were written."""
+        self.tile(reduce_res, "reduce_res", read=False)
+        self.expect_pf(reduce_res, "reduce_res", partitions, 1)
+        if key not in regs:
+            raise self.error(UninitializedReadError, f"reduce_res reads {registers} never "
+                                                     f"written")
+
     def engine(self, requested, allowed: tuple, default: str) -> str:
         if requested in (None, engine.unknown):
             return default
@@ -251,4 +266,9 @@ class _Instruction:
 def _vector_regs(run):
     """The Vector Engine's accumulator registers, per logical-core program."""
     return run.__dict__.setdefault("_vector_regs", {})
+
+
+def _scalar_regs(run):
+    """The Scalar Engine's reduce registers, per logical-core program."""
+    return run.__dict__.setdefault("_act_regs", {})
 

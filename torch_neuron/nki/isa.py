@@ -23,9 +23,9 @@ from torch_neuron.nki.ops import OPERATORS, Operator, apply
 from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
 from torch_neuron.nki.instruction import (  # noqa: F401  (the enums are nki.isa's API)
-    _Instruction, _vector_regs, dge_mode, engine, get_nc_sub_version, get_nc_version,
-    gpsimd_engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd, scalar_engine,
-    tensor_engine, unknown_engine, vector_engine)
+    _Instruction, _scalar_regs, _vector_regs, dge_mode, engine, get_nc_sub_version,
+    get_nc_version, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
+    scalar_engine, tensor_engine, unknown_engine, vector_engine)
 
 
 def _copy_values(ins: _Instruction, src: NkiTensor, dst: NkiTensor):
@@ -416,7 +416,7 @@ def _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
         b = ins.scalar_or_vector(bias, "bias", P)
     x = ins.f32(data, "data")
     y = apply(op, x * s + b).astype(np.float32) if ins.compute else None
-    regs = ins.run.__dict__.setdefault("_act_regs", {})
+    regs = _scalar_regs(ins.run)
     key = ins.run.program_id
     if reduce_op is not None:
         reduce_op = ins.operator(reduce_op, "reduce_op", reduction=True)
@@ -432,12 +432,7 @@ def _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
         if ins.compute:
             regs[key][:P] += y.sum(axis=1, dtype=np.float32)
     if reduce_res is not None:
-        ins.tile(reduce_res, "reduce_res", read=False)
-        if reduce_res.shape[0] != P or reduce_res.free_size != 1:
-            raise ins.error(ShapeError, f"reduce_res {reduce_res.shape} must be ({P}, 1)")
-        if key not in regs:
-            raise ins.error(UninitializedReadError, "reduce_res reads Scalar Engine reduce "
-                                                    "registers never written")
+        ins.registers_result(reduce_res, P, regs, key, "Scalar Engine reduce registers")
     ins.write(dst, y)
     if reduce_res is not None:
         ins.write(reduce_res, regs[key][:P])
@@ -513,8 +508,7 @@ def bn_stats(dst, data, name=None):
                                        f"most nl.tile_size.bn_stats_fmax = "
                                        f"{ins.target.bn_stats_fmax}: call it per 512-element "
                                        f"slice and aggregate with bn_aggr")
-    if dst.shape[0] != P or dst.free_size != 6:
-        raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 6)")
+    ins.expect_pf(dst, "dst", P, 6)
     x = ins.f32(data, "data")
 
     def result():
@@ -539,8 +533,7 @@ def bn_aggr(dst, data, name=None):
     if F % 3:
         raise ins.error(ShapeError, f"data has {F} elements per partition: bn_aggr takes "
                                     f"(count, mean, variance*count) triples, a multiple of 3")
-    if dst.shape[0] != P or dst.free_size != 2:
-        raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 2)")
+    ins.expect_pf(dst, "dst", P, 2)
     x = ins.f32(data, "data")
 
     def result():
@@ -698,7 +691,8 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
 # Instructions of the current release not implemented yet: a clear error instead of
 # AttributeError, so a kernel using them says what is missing.
 _NOT_IMPLEMENTED = (
-    "nc_matmul_mx", "dma_transpose", "local_gather", "nc_n_gather", "nc_stream_shuffle", "rng", "set_rng_seed",
+    "nc_matmul_mx", "dma_transpose", "local_gather", "nc_n_gather", "nc_stream_shuffle", "rng",
+    "set_rng_seed",
     "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier", "dma_compute",
     "quantize_mx", "sendrecv", "register_alloc", "register_move",
     "register_load", "register_store", "nc_find_index8", "nc_match_replace8",

@@ -18,7 +18,7 @@ import numpy as np
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
                                      ShapeError, TileSizeError, UninitializedReadError,
                                      UnsupportedError)
-from torch_neuron.nki.instruction import _Instruction, _vector_regs, reduce_cmd
+from torch_neuron.nki.instruction import _Instruction, _scalar_regs, _vector_regs, reduce_cmd
 
 _CMD = reduce_cmd  # the enum, where a parameter of the same name (as in the stub) hides it
 from torch_neuron.nki.ops import apply
@@ -62,12 +62,7 @@ def _accumulate(ins: _Instruction, cmd, op_name: str, P: int, rows, reduce_init,
                             axis=1)
             regs[key][:P] = _reduce_rows(op_name, both)
     if reduce_res is not None:
-        ins.tile(reduce_res, "reduce_res", read=False)
-        if reduce_res.shape[0] != P or reduce_res.free_size != 1:
-            raise ins.error(ShapeError, f"reduce_res {reduce_res.shape} must be ({P}, 1)")
-        if key not in regs:
-            raise ins.error(UninitializedReadError, "reduce_res reads Vector Engine "
-                                                    "accumulators never written")
+        ins.registers_result(reduce_res, P, regs, key, "Vector Engine accumulators")
     return regs, key
 
 
@@ -321,7 +316,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
     v0 = ins.scalar_or_vector(imm0, "imm0", P)
     v1 = ins.scalar_or_vector(imm1, "imm1", P)
     x = ins.f32(data, "data")
-    regs = ins.run.__dict__.setdefault("_act_regs", {})
+    regs = _scalar_regs(ins.run)
     key = ins.run.program_id
     if reduce_op is not None:
         reduce_op = ins.operator(reduce_op, "reduce_op", reduction=True)
@@ -334,12 +329,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
         raise ins.error(UninitializedReadError, "reduce_cmd=reduce on Scalar Engine registers "
                                                 "never reset; use reset_reduce")
     if reduce_res is not None:
-        ins.tile(reduce_res, "reduce_res", read=False)
-        if reduce_res.shape[0] != P or reduce_res.free_size != 1:
-            raise ins.error(ShapeError, f"reduce_res {reduce_res.shape} must be ({P}, 1)")
-        if key not in regs:
-            raise ins.error(UninitializedReadError, "reduce_res reads Scalar Engine reduce "
-                                                    "registers never written")
+        ins.registers_result(reduce_res, P, regs, key, "Scalar Engine reduce registers")
     cache = {}
 
     def values():

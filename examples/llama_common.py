@@ -2,6 +2,7 @@
 process group and device mesh, a model built on the meta device and initialised on neuron,
 its tensor-parallel plan, and simulated-time measurement."""
 
+import argparse
 import os
 import sys
 import time
@@ -182,6 +183,17 @@ class Timer:
         self.end.record()
         self.end.synchronize()
         return self.begin.elapsed_time(self.end)
+
+
+def argument_parser(doc):
+    """The examples' command line, with the options they share: the model's size, its number
+    of layers, and the tensor-parallel degree."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    parser.add_argument("--layers", type=int,
+                        help="override the size's number of decoder layers")
+    parser.add_argument("--tp", type=int, default=1)
+    return parser
 
 
 def memory_line(rank):

@@ -30,7 +30,6 @@ import time
 
 began = time.time()  # the host wall time printed at the end includes the imports
 
-import argparse  # noqa: E402
 import contextlib  # noqa: E402
 
 import torch  # noqa: E402
@@ -48,10 +47,7 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 import llama_common as common  # noqa: E402
 import torch_neuron  # noqa: E402
 
-parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-parser.add_argument("--size", choices=sorted(common.SIZES), default="tiny")
-parser.add_argument("--layers", type=int, help="override the size's number of decoder layers")
-parser.add_argument("--tp", type=int, default=1)
+parser = common.argument_parser(__doc__)
 parser.add_argument("--pp", type=int, default=1)
 parser.add_argument("--dp", choices=["zero1", "fsdp"], default="zero1")
 parser.add_argument("--sequence-parallel", action="store_true", help="with --tp: norms and "

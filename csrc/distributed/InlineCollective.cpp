@@ -12,16 +12,9 @@ namespace {
 using Combine = std::function<void(at::Tensor& acc, const at::Tensor& x)>;
 
 // acc <- acc (op) x, as Gloo's reductions do (its ReduceOps; AVG and PREMUL_SUM are not
-// among them: PREMUL_SUM arrives here as SUM of premultiplied inputs), over `size` ranks.
-// A floating-point sum or product over more than 2 ranks depends on the order of its terms;
-// Gloo's ring has an order of its own, so those stay with Gloo, whose bits CPU references
-// and programs written for Gloo expect.
-std::optional<Combine> reduction(c10d::ReduceOp op, at::ScalarType dtype, size_t size) {
+// among them: PREMUL_SUM arrives here as SUM of premultiplied inputs).
+std::optional<Combine> reduction(c10d::ReduceOp op, at::ScalarType dtype) {
   if (dtype == at::kBool || at::isComplexType(dtype)) return std::nullopt;
-  if (size > 2 && at::isFloatingType(dtype) &&
-      (op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::PRODUCT)) {
-    return std::nullopt;
-  }
   const bool integral = at::isIntegralType(dtype, /*includeBool=*/false);
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
@@ -51,8 +44,10 @@ at::Tensor as_values(const at::Tensor& bytes, const at::Tensor& like) {
   return bytes.view(like.scalar_type()).view(like.sizes());
 }
 
-// Reduces what every rank sent, in rank order (every rank computes the same bits: the terms
-// commute, see reduction()), into `out`.
+// Reduces what every rank sent, in rank order, into `out`: every rank adds the same terms in
+// the same order, so every rank gets the same bits. (A floating-point sum or product over
+// more than 2 ranks can differ in its last bits from Gloo's, whose ring adds in another
+// order; Note [Collectives that carry their data].)
 void reduce_into(const at::Tensor& out, const std::vector<at::Tensor>& received,
                  const Combine& combine) {
   at::Tensor acc = as_values(received[0], out).clone();
@@ -68,7 +63,7 @@ at::Tensor host_bytes(const at::Tensor& host) {
 
 std::optional<InlinePlan> inline_all_reduce(const at::Tensor& host, c10d::ReduceOp op,
                                             int size) {
-  auto combine = reduction(op, host.scalar_type(), size);
+  auto combine = reduction(op, host.scalar_type());
   if (!combine) return std::nullopt;
   InlinePlan plan;
   plan.payloads.assign(size, host);
@@ -80,7 +75,7 @@ std::optional<InlinePlan> inline_all_reduce(const at::Tensor& host, c10d::Reduce
 
 std::optional<InlinePlan> inline_reduce(const at::Tensor& host, c10d::ReduceOp op, int root,
                                         int rank, int size) {
-  auto combine = reduction(op, host.scalar_type(), size);
+  auto combine = reduction(op, host.scalar_type());
   if (!combine) return std::nullopt;
   InlinePlan plan;
   plan.payloads.resize(size);
@@ -115,7 +110,7 @@ InlinePlan inline_all_gather(const std::vector<at::Tensor>& outputs, const at::T
 std::optional<InlinePlan> inline_reduce_scatter(const at::Tensor& output,
                                                 const std::vector<at::Tensor>& chunks,
                                                 c10d::ReduceOp op) {
-  auto combine = reduction(op, output.scalar_type(), chunks.size());
+  auto combine = reduction(op, output.scalar_type());
   if (!combine) return std::nullopt;
   InlinePlan plan;
   plan.payloads = chunks;

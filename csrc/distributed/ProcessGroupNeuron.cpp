@@ -298,13 +298,15 @@ double ProcessGroupNeuron::arrival_ns(c10::Device device) {
 // all_reduce, reduce_scatter and reduce send their (chunk of the) input to the ranks that
 // reduce it, all_gather and all_to_all with equal splits their input (chunk), broadcast the
 // root's tensor. Every rank then checks the records as before and only if all agree computes
-// its outputs from what arrived (InlineCollective.h; reductions whose result does not depend
-// on the order of the terms, the bits Gloo gives: floating-point sums and products over more
-// than 2 ranks stay with Gloo): one message latency in all, where Gloo needs one (2 ranks) to
-// several (a ring). Every inbox can take the largest message, so a rank that carries data to
-// a peer that does not (its data is larger, uneven splits) or that called another collective
-// overflows nothing: the data that came along is then dropped, and the collective either goes
-// to Gloo (every rank agrees but one did not carry) or raises on every rank (they disagree).
+// its outputs from what arrived (InlineCollective.h): one message latency in all, where Gloo
+// needs one (2 ranks) to several (its ring: 2(p-1) steps for an all-reduce). Every rank
+// reduces the terms in rank order, so all ranks get the same bits; a floating-point sum or
+// product over more than 2 ranks may differ in its last bits from Gloo's ring, which adds in
+// another order, as NCCL's or the Neuron runtime's would (PyTorch promises no order). Every inbox
+// can take the largest message, so a rank that carries data to a peer that does not (its data is
+// larger, uneven splits) or that called another collective overflows nothing: the data that came
+// along is then dropped, and the collective either goes to Gloo (every rank agrees but one did not
+// carry) or raises on every rank (they disagree).
 // Virtual worlds and predict-only mode carry no data (their rules stay in data_ and
 // HostStaging).
 c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(

@@ -32,3 +32,31 @@ def assert_tensors_equal(a, b, what):
     for name in a:
         assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, (what, name)
         assert torch.equal(a[name], b[name]), f"{what}: {name} differs\n{a[name]}\n{b[name]}"
+
+
+# A small floating-point sum (or product) over more than 2 ranks adds its terms in rank order
+# on neuron and in the order of Gloo's ring on the CPU (Note [Collectives that carry their
+# data]): the neuron and Gloo runs agree bit for bit on 2 ranks, and to float tolerance on more.
+def gloo_is_exact(ranks):
+    return ranks <= 2
+
+
+def assert_tensors_match_gloo(neuron, cpu, ranks, what, **tol):
+    """Bit for bit on 2 ranks; within `tol` (torch.testing.assert_close) on more."""
+    if gloo_is_exact(ranks):
+        assert_tensors_equal(neuron, cpu, what)
+        return
+    assert neuron.keys() == cpu.keys(), what
+    for name in neuron:
+        torch.testing.assert_close(neuron[name], cpu[name], **tol,
+                                   msg=lambda m: f"{what}: {name} vs Gloo: {m}")
+
+
+def assert_values_match_gloo(neuron, cpu, ranks, what, rtol):
+    """Lists of floats (losses, norms): equal on 2 ranks; within `rtol` on more."""
+    if gloo_is_exact(ranks):
+        assert neuron == cpu, (what, neuron, cpu)
+        return
+    torch.testing.assert_close(torch.tensor(neuron, dtype=torch.float64),
+                               torch.tensor(cpu, dtype=torch.float64), rtol=rtol, atol=0,
+                               msg=lambda m: f"{what} vs Gloo: {m}")

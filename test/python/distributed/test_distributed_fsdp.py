@@ -5,9 +5,11 @@ resharding after forward, in float32, and interrupted by a torch.distributed.che
 save/load.
 
 Tolerances:
-- neuron vs gloo-on-CPU: exact (losses, gradient norms, final parameters). Neuron ops run
-  ATen's CPU kernels on the same bytes and the "neuron" backend reduces with Gloo's
-  algorithms, so both runs perform the same float operations in the same order.
+- neuron vs gloo-on-CPU: losses and gradient norms rtol 1e-5, final parameters atol 1e-4.
+  Neuron ops run ATen's CPU kernels on the same bytes, but a small float sum over 4 ranks
+  adds in rank order on neuron and in Gloo's ring order on the CPU (Note [Collectives that
+  carry their data]): last-bit differences (measured: 1e-7 relative on the float32 losses),
+  which AdamW can amplify in parameters as described below.
 - reshard_after_forward False vs True, and checkpoint-interrupted vs uninterrupted: exact
   (the same computation; resharding only frees and regathers the same bytes, and DCP restores
   parameters and AdamW state bit for bit).
@@ -24,10 +26,12 @@ Tolerances:
 import pytest
 import torch
 
-from _training_runs import assert_tensors_equal, run_on_neuron_and_cpu
+from _training_runs import (assert_tensors_equal, assert_tensors_match_gloo,
+                            assert_values_match_gloo, run_on_neuron_and_cpu)
 
 RANKS = 4
 RECIPES = ("bf16", "bf16_no_reshard", "fp32", "dcp")
+GLOO = dict(rtol=1e-5, atol=1e-4)  # Tolerances above
 
 
 @pytest.mark.extended  # 4 ranks (test/README.md: 4-rank runs are extended)
@@ -42,9 +46,12 @@ def test_fsdp2_matches_gloo_on_cpu_checkpoint_and_single_process(tmp_path):
         for rank in range(RANKS):
             n, c = neuron[rank][recipe], cpu[rank][recipe]
             what = f"{recipe}, rank {rank}"
-            assert n["losses"] == c["losses"], (what, n["losses"], c["losses"])
-            assert n["grad_norms"] == c["grad_norms"], (what, n["grad_norms"], c["grad_norms"])
-            assert_tensors_equal(n["params"], c["params"], what)
+            # The same training as FSDP2 on the CPU with Gloo (Tolerances above).
+            assert_values_match_gloo(n["losses"], c["losses"], RANKS, what, rtol=GLOO["rtol"])
+            assert_values_match_gloo(n["grad_norms"], c["grad_norms"], RANKS, what,
+                                     rtol=GLOO["rtol"])
+            assert_tensors_match_gloo(n["params"], c["params"], RANKS, what, rtol=0,
+                                      atol=GLOO["atol"])
             # Parameters are DTensors sharded on dim 0 over a neuron mesh, each local shard on
             # this rank's NeuronCore; the training step ran entirely on the device.
             assert n["shards"] == {"local_devices": [f"neuron:{rank}"], "all_shard0": True,

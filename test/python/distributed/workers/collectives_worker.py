@@ -2,6 +2,11 @@
 same op on CPU tensors through a Gloo group of the same ranks. Run under torchrun; prints
 "collectives ok: N checks" on success and raises on the first mismatch.
 
+A floating-point SUM or PRODUCT over more than 2 ranks depends on the order of its terms: a
+small one carries its data and adds in rank order on every rank (Note [Collectives that carry
+their data]), where Gloo's ring adds in another order. Those are compared bit for bit with the
+terms gathered here and reduced in rank order.
+
 dist.reduce defines only the destination's tensor (Gloo leaves partial sums on the others,
 small reduces leave them as they were: Note [Collectives that carry their data]): it is
 compared there only."""
@@ -33,6 +38,39 @@ def make(shape, dtype, seed):
     return torch.randint(-50, 50, shape, generator=g).to(dtype)
 
 
+def gathered(x):
+    """Every rank's x (a CPU tensor), in rank order."""
+    out = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(out, x.contiguous(), group=cpu_group)
+    return out
+
+
+def in_rank_order(terms, op):
+    acc = terms[0].clone()
+    for x in terms[1:]:
+        acc.mul_(x) if op == dist.ReduceOp.PRODUCT else acc.add_(x)
+    return acc
+
+
+def order_matters(dtype, op):
+    return world > 2 and dtype.is_floating_point and op in (dist.ReduceOp.SUM,
+                                                            dist.ReduceOp.PRODUCT)
+
+
+def rank_order_reference(fn, args, op):
+    """What fn leaves in its CPU arguments `args` when every rank reduces in rank order."""
+    if fn in (dist.all_reduce, dist.reduce):
+        args[0].copy_(in_rank_order(gathered(args[0]), op))
+    elif fn is dist.reduce_scatter_tensor:
+        out, full = args
+        out.copy_(in_rank_order(gathered(full), op).chunk(world)[rank])
+    elif fn is dist.reduce_scatter:
+        out, chunks = args
+        out.copy_(in_rank_order([g[rank] for g in gathered(torch.stack(chunks))], op))
+    else:
+        raise AssertionError(fn)
+
+
 def on_both(fn, *inputs, **kwargs):
     """Runs fn(*tensors, group=...) on neuron copies and CPU copies; compares every tensor
     argument afterwards (outputs and mutated inputs) and the return values."""
@@ -40,7 +78,12 @@ def on_both(fn, *inputs, **kwargs):
     neuron_args = [to_device(x, DEVICE) for x in inputs]
     cpu_args = [to_device(x, "cpu") for x in inputs]
     fn(*neuron_args, **kwargs)
-    fn(*cpu_args, group=cpu_group, **kwargs)
+    op = kwargs.get("op", dist.ReduceOp.SUM)
+    if fn in (dist.all_reduce, dist.reduce, dist.reduce_scatter_tensor, dist.reduce_scatter) \
+            and order_matters(inputs[0].dtype, op):
+        rank_order_reference(fn, cpu_args, op)
+    else:
+        fn(*cpu_args, group=cpu_group, **kwargs)
     if fn is dist.reduce and rank != kwargs["dst"]:
         return
     for n, c in zip(neuron_args, cpu_args):
@@ -94,14 +137,21 @@ for dtype in (torch.float32, torch.bfloat16):
     n = x.to(DEVICE)
     dist.all_reduce(n, op=dist.ReduceOp.PREMUL_SUM(0.25))
     ref = (x * 0.25).clone()
-    dist.all_reduce(ref, group=cpu_group)
+    if order_matters(dtype, dist.ReduceOp.SUM):
+        rank_order_reference(dist.all_reduce, [ref], dist.ReduceOp.SUM)
+    else:
+        dist.all_reduce(ref, group=cpu_group)
     assert torch.equal(n.cpu(), ref), (dtype, n.cpu(), ref)
     out = torch.empty(2, dtype=dtype, device=DEVICE)
     src = make((2 * world,), dtype, 12)
     dist.reduce_scatter_tensor(out, src.to(DEVICE),
                                op=dist.ReduceOp.PREMUL_SUM(0.5))
     ref_out = torch.empty(2, dtype=dtype)
-    dist.reduce_scatter_tensor(ref_out, src * 0.5, group=cpu_group)
+    if order_matters(dtype, dist.ReduceOp.SUM):
+        rank_order_reference(dist.reduce_scatter_tensor, [ref_out, src * 0.5],
+                             dist.ReduceOp.SUM)
+    else:
+        dist.reduce_scatter_tensor(ref_out, src * 0.5, group=cpu_group)
     assert torch.equal(out.cpu(), ref_out)
     checks += 2
 
@@ -157,7 +207,7 @@ with dist._coalescing_manager(async_ops=True) as cm:
     for t in neuron_tensors:
         dist.all_reduce(t)
 cm.wait()
-for t, n in zip(tensors, neuron_tensors):
+for t, n in zip(tensors, neuron_tensors):  # coalesced: Gloo's order at every size
     ref = t.clone()
     dist.all_reduce(ref, group=cpu_group)
     assert torch.equal(n.cpu(), ref)

@@ -270,5 +270,5 @@ def _vector_regs(run):
 
 def _scalar_regs(run):
     """The Scalar Engine's reduce registers, per logical-core program."""
-    return run.__dict__.setdefault("_act_regs", {})
+    return run.__dict__.setdefault("_scalar_regs", {})
 

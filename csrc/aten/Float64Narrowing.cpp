@@ -136,7 +136,9 @@ NarrowingPlan plan_float64_narrowing(const c10::OperatorHandle& op,
       const at::Tensor& t = value.toTensor();
       plan.result_dtypes.push_back(t.defined() ? std::optional(t.scalar_type()) : std::nullopt);
     } else if (value.isTensorList()) {
-      for (const at::Tensor& t : value.toTensorList()) plan.result_dtypes.push_back(t.scalar_type());
+      for (const at::Tensor& t : value.toTensorList()) {
+        plan.result_dtypes.push_back(t.scalar_type());
+      }
     }
   }
   plan.narrow = true;

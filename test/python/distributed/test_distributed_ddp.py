@@ -32,14 +32,15 @@ BF16_HOOK = dict(rtol=0, atol=1e-3)
 def test_ddp_matches_gloo_on_cpu_and_single_process(tmp_path, ranks):
     runs = run_on_neuron_and_cpu("ddp_worker.py", ranks, tmp_path, "ddp")
     for recipe in RECIPES:
+        tol = BF16_HOOK if recipe == "bf16_hook" else F32
+        loss_rtol = 1e-3 if recipe == "bf16_hook" else 1e-5
         for rank in range(ranks):
             neuron = runs["neuron"][rank]["recipes"][recipe]
             cpu = runs["cpu"][rank]["recipes"][recipe]
             what = f"{recipe}, rank {rank}"
             # The same training as DDP on the CPU with Gloo (bit for bit on 2 ranks).
-            tol = BF16_HOOK if recipe == "bf16_hook" else F32
             assert_values_match_gloo(neuron["losses"], cpu["losses"], ranks, what,
-                                     rtol=1e-3 if recipe == "bf16_hook" else 1e-5)
+                                     rtol=loss_rtol)
             assert_tensors_match_gloo(neuron["params"], cpu["params"], ranks, what, **tol)
             # Parameters and gradients stayed on this rank's NeuronCore.
             assert neuron["param_devices"] == [f"neuron:{rank}"], (what, neuron["param_devices"])
@@ -52,7 +53,6 @@ def test_ddp_matches_gloo_on_cpu_and_single_process(tmp_path, ranks):
 
         # The same training without DDP, on the full batch, in rank 0's process.
         single = runs["neuron"][0]["single"][recipe]
-        tol = BF16_HOOK if recipe == "bf16_hook" else F32
         ddp_params = runs["neuron"][0]["recipes"][recipe]["params"]
         for name, value in single["params"].items():
             torch.testing.assert_close(ddp_params[name], value, **tol,
@@ -62,7 +62,7 @@ def test_ddp_matches_gloo_on_cpu_and_single_process(tmp_path, ranks):
                                    dtype=torch.float64).mean(0)
         torch.testing.assert_close(mean_losses, torch.tensor(single["losses"],
                                                              dtype=torch.float64),
-                                   rtol=1e-3 if recipe == "bf16_hook" else 1e-5, atol=0)
+                                   rtol=loss_rtol, atol=0)
 
     neuron = [runs["neuron"][rank]["recipes"] for rank in range(ranks)]
     # Several buckets: the rebuilt bucket list has more than one entry, each reduced per step.

@@ -5,15 +5,16 @@ y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dim of [rows, hidd
 Both process 128 rows at a time (the last tile partial), with gamma and beta loaded once and
 broadcast across the partitions:
 
-- `layernorm_v1` uses nki.language functions only: nl.mean for the mean, the centred rows
-  squared and averaged for the variance, nl.rsqrt(var + eps), then the shift, the scale and
-  the affine transform, each a separate pass.
+- `layernorm_v1` uses nki.language functions only: nl.mean for the mean, the mean of the
+  squares minus the squared mean for the variance (the tutorial's "trick"), nl.rsqrt(var +
+  eps), then the shift, the scale and the affine transform, each a separate pass.
 - `layernorm_v2` uses nki.isa: bn_stats over slices of at most 512 elements
   (nl.tile_size.bn_stats_fmax) and bn_aggr for mean and variance, and one tensor_scalar for
   (x - mean) * rstd.
 
-The tutorial measured both on trn1 for a (300, 1000) float32 input (NCLatency p50: v1 2311
-us, v2 1969 us); the fidelity suite's layernorm anchors time these kernels
+The tutorial measured both on trn1 (NCLatency p50: v1 2311 us, v2 1969 us) with its script's
+perf mode, whose default input is (4096, 8192) float32; its text says (300, 1000). The
+fidelity suite's layernorm anchors time these kernels at (4096, 8192) and say why
 (torch_neuron/fidelity/op_anchors.py).
 
 Run it: python examples/nki/layernorm.py (checks against torch on the CPU and prints both
@@ -44,10 +45,12 @@ def layernorm_v1(x, gamma, beta, eps=1e-5):
         n = min(P, rows - r0)
         xt = nl.load(x[r0:r0 + n])
         mean = nl.mean(xt, axis=1, keepdims=True)
-        centred = nl.subtract(xt, mean)
-        var = nl.mean(nl.square(centred), axis=1, keepdims=True)
-        rstd = nl.rsqrt(nl.add(var, eps))
-        y = nl.add(nl.multiply(nl.multiply(centred, rstd), g[0:n]), b[0:n])
+        mean_sq = nl.mean(nl.square(xt), axis=1, keepdims=True)
+        rstd = nl.rsqrt(nl.add(nl.subtract(mean_sq, nl.multiply(mean, mean)), eps))
+        # One expression, as the tutorial writes it: each full-width temporary is dropped once
+        # the next pass has read it, so at most two are live besides the input (a [128, 8192]
+        # float32 tile takes a sixth of an SBUF partition).
+        y = nl.add(nl.multiply(nl.multiply(nl.subtract(xt, mean), rstd), g[0:n]), b[0:n])
         nl.store(out[r0:r0 + n], y)
     return out
 
@@ -84,7 +87,7 @@ def layernorm_v2(x, gamma, beta, eps=1e-5):
     return out
 
 
-def main(rows=300, hidden=1000):
+def main(rows=4096, hidden=8192):
     torch.manual_seed(0)
     x, gamma, beta = torch.randn(rows, hidden), torch.randn(hidden), torch.randn(hidden)
     expected = torch.nn.functional.layer_norm(x, (hidden,), gamma, beta, eps=1e-5)

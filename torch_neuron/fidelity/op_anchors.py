@@ -18,7 +18,15 @@ SAMPLES = "github.com/aws-neuron/aws-neuron-samples"
 MATMUL_TUTORIAL = (f"{SDK}@49ee15c5 general/nki/tutorials/matrix_multiplication.rst "
                    "(table 'Kernels / Latency (ms) / HFU', Trn1.32xlarge)")
 LAYERNORM_TUTORIAL = (f"{SDK}@49ee15c5 general/nki/tutorials/layernorm.rst (NCLatency p50, "
-                      "input (300, 1000) float32, trn1)")
+                      "trn1), measured by general/nki/examples/layernorm/layernorm_nki_kernel.py "
+                      "--mode perf, whose default input is (4096, 8192) float32")
+# The tutorial's text says its latencies are for a (300, 1000) input, but its output is the
+# perf mode of its script (">>>> Running version v1."), whose default input is (4096, 8192),
+# and (300, 1000) is physically out of reach: its 2.4 MB take 6 us at the core's HBM rate and
+# a few us of VectorE, so the 1.97 ms would be nearly all harness overhead, while the matmul
+# tutorial, timed by the same nki.benchmark, leaves at most 1.2 ms above its compute bound
+# (6.97 ms against 5.79 ms). Both readings are in docs/fidelity.md.
+_LN = (4096, 8192)
 MICROBENCHMARK = (f"{SAMPLES}@8b2e521 torch-neuronx/microbenchmark/microbenchmark.ipynb "
                   "(output: 1000 timed calls in 27.6601 s; batch 1, 1024x1024, loop 1000, bias, "
                   "default compiler flags; 'Trn1/Inf2', both NeuronCore-v2)")
@@ -43,12 +51,12 @@ def _matmul_row(label: str, latency: float) -> Anchor:
 
 def _layernorm_row(version: str, latency: float) -> Anchor:
     suffix = "" if version == "v2" else f"-{version}"
-    return Anchor(f"layernorm-fp32-300x1000{suffix}", "op", "trn1.2xlarge",
+    return Anchor(f"layernorm-fp32-4096x8192{suffix}", "op", "trn1.2xlarge",
                   f"the tutorial's NKI kernel, version {version[1]} "
-                  f"(examples/nki/layernorm.py::layernorm_{version}), [300,1000] float32",
+                  f"(examples/nki/layernorm.py::layernorm_{version}), [4096,8192] float32",
                   latency, "ms", LAYERNORM_TUTORIAL,
-                  functools.partial(nw.layernorm_tutorial_ms, version, 300, 1000),
-                  functools.partial(w.layernorm_bound_ms, 300, 1000), measured_as="eager")
+                  functools.partial(nw.layernorm_tutorial_ms, version, *_LN),
+                  functools.partial(w.layernorm_bound_ms, *_LN), measured_as="eager")
 
 
 ANCHORS = [

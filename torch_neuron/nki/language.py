@@ -315,14 +315,16 @@ def broadcast_to(x, shape, dtype=None) -> NkiTensor:
     for dim in range(1, x.ndim):
         if x.shape[dim] != shape[dim]:
             src = src.broadcast(dim, shape[dim])
-    out = ndarray(shape, dtype or x.dtype, buffer=sbuf)
     if x.shape[0] == shape[0]:
+        out = ndarray(shape, dtype or x.dtype, buffer=sbuf)
         _isa.tensor_copy(dst=out, src=src)
         return out
+    # The temporaries first, so that once released they leave one hole before the result.
     row = ndarray((1,) + shape[1:], float32, buffer=sbuf)
     _isa.tensor_copy(dst=row, src=src)
     ones = ndarray((1, shape[0]), float32, buffer=sbuf)
     _isa.memset(dst=ones, value=1.0)
+    out = ndarray(shape, dtype or x.dtype, buffer=sbuf)
     flat_row, flat_out = row.reshape((1, row.free_size)), out.reshape((shape[0], row.free_size))
     bank = tile_size.psum_bank_fmax
     for start in range(0, row.free_size, bank):

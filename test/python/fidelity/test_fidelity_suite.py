@@ -19,7 +19,7 @@ from torch_neuron.fidelity.anchors import ANCHORS
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 # Two worker processes (trn1.2xlarge, trn1.32xlarge), seconds. The matmul tutorial's anchors
 # time NKI kernels of 40,000 to 100,000 instructions (5-15 s each): extended only.
-SMOKE = ["layernorm-fp32-300x1000", "alltoallv-r2-N2-1048608B-fp32-alltoallv",
+SMOKE = ["layernorm-fp32-4096x8192", "alltoallv-r2-N2-1048608B-fp32-alltoallv",
          "allr-r2-1024B-fp32-sweep", "allr-r64-N2-1073741824B-fp32-multi-instance"]
 
 

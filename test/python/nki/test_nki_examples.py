@@ -58,8 +58,12 @@ def test_layernorm_tutorial_versions_match_torch(kernel):
 
 
 def test_layernorm_v2_is_faster_than_v1_at_the_tutorials_size():
-    x, gamma, beta = torch.randn(300, 1000), torch.randn(1000), torch.randn(1000)
+    # The size the tutorial's perf mode measured (examples/nki/layernorm.py's docstring). Its
+    # cost analysis: v2 replaces v1's separate mean, variance, shift and scale passes with
+    # bn_stats/bn_aggr and one tensor_scalar, so VectorE spends less time per row, though
+    # bn_stats issues one instruction per 512 elements.
+    x, gamma, beta = torch.randn(4096, 8192), torch.randn(8192), torch.randn(8192)
     v1 = nki.profile(nki.jit(layernorm.layernorm_v1, platform_target="trn1"), x, gamma, beta)
     v2 = nki.profile(nki.jit(layernorm.layernorm_v2, platform_target="trn1"), x, gamma, beta)
     assert v2.time_us < v1.time_us
-    assert v2.instructions["VectorE"] < v1.instructions["VectorE"]
+    assert v2.busy["VectorE"] * v2.time_us < v1.busy["VectorE"] * v1.time_us

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "trnsim/instance.h"
+#include "trnsim/isa_cost.h"
 
 namespace trnsim {
 
@@ -109,14 +110,12 @@ struct CollectiveCost {
 CollectiveCost collective_cost(const InstanceSpec& instance, Collective op, uint64_t bytes,
                                const std::vector<RankPlace>& ranks);
 
-// The latencies of Note [Collective latency], ns.
-// Descriptor setup, synchronization and semaphore-to-start of one DMA, "~1300 ns cross-engine"
-// (NKI DMA bandwidth guide, nki/deep-dives/nki-dma-bandwidth-guide.rst).
-constexpr double kDmaStartNs = 1300.0;
+// The latencies of Note [Collective latency], ns, in units of one DMA's descriptor setup,
+// synchronization and semaphore-to-start (kDmaFixedLatencyNs, isa_cost.h).
 // Once per collective: the trigger of the collective core and the wait for its completion.
-constexpr double kCollectiveFixedNs = 2 * kDmaStartNs;
+constexpr double kCollectiveFixedNs = 2 * kDmaFixedLatencyNs;
 // Per algorithm step within an instance: one DMA started on a semaphore.
-constexpr double kCollectiveStepNs = kDmaStartNs;
+constexpr double kCollectiveStepNs = kDmaFixedLatencyNs;
 // Per algorithm step between instances: HBM to HBM over EFA (neuron-runtime/about/
 // collectives.rst, measured with ib_write_lat on trn2.48xlarge; "~15us" per hop,
 // neuron-runtime/explore/internode-collective-comm.rst).

@@ -96,6 +96,20 @@ def parameter_count(model):
     return sum(p.numel() for p in model.parameters()) - model.model.embed_tokens.weight.numel()
 
 
+class EmbeddingParallel(RowwiseParallel):
+    """RowwiseParallel for the embedding, its output's reduction waited for at once. Rowwise
+    leaves it pending (an AsyncCollectiveTensor), and when such a tensor enters a compiled
+    layer, PyTorch 2.13's backward hands the reduction a plain-tensor gradient and fails
+    (AttributeError: 'Tensor' object has no attribute '_local_tensor'); the simulated time is
+    the same either way, as the next op waits for the reduction."""
+
+    @staticmethod
+    def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
+        if outputs.placements != output_layouts:
+            outputs = outputs.redistribute(placements=output_layouts, async_op=False)
+        return outputs.to_local() if use_local_output else outputs
+
+
 def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False):
     """Megatron-style tensor parallelism: q, k, v, gate and up split by output features
     (Colwise), o and down by input features (Rowwise, an all-reduce after each), the
@@ -125,8 +139,8 @@ def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False):
         parallelize_module(layer, tp_mesh, layer_plan)
     plan = {}
     if model.model.embed_tokens is not None:
-        plan["model.embed_tokens"] = RowwiseParallel(input_layouts=Replicate(),
-                                                     output_layouts=between)
+        plan["model.embed_tokens"] = EmbeddingParallel(input_layouts=Replicate(),
+                                                       output_layouts=between)
     if model.lm_head is not None:
         if sequence_parallel:
             plan["model.norm"] = SequenceParallel()

@@ -34,6 +34,7 @@ from torch_neuron._backend_meta import install as _install_fake_tensor_backend_m
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
 from torch_neuron._printing import install as _install_printing
 from torch_neuron.compile.cache import configure as _configure_compile_caches
+from torch_neuron.compile.rng_state import install as _install_compiled_rng_replay
 from torch_neuron.neuron.device import _index as _device_index
 
 # -- Settings (Note [Settings table] in csrc/runtime/Settings.h) ---------------------------------
@@ -163,6 +164,7 @@ _configure_compile_caches()  # keyed on this build; TorchNeuron's NEFF-cache var
 _register_reducers()  # neuron tensors cross torch.multiprocessing as copies
 _install_fake_tensor_backend_meta()  # backend metadata survives FakeTensor conversion
 _install_printing()  # print(tensor) formats a CPU copy: no device ops, no float64 warning
+_install_compiled_rng_replay()  # compiled checkpointed layers replay random ops on neuron
 _torch.utils.rename_privateuse1_backend("neuron")
 _torch._register_device_module("neuron", neuron)
 _torch.utils.generate_methods_for_privateuse1_backend(

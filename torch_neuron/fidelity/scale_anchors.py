@@ -40,8 +40,8 @@ TRN2_LATENCY = ("github.com/aws-neuron/aws-neuron-sdk@ba1c08b0 libraries/nxd-inf
 ON_REQUEST = True
 
 TRAINING_DIFFERENCES = (
-    "eager (PyTorch 2.13 cannot compile tensor-parallel backward), AWS compiled with XLA; "
-    "ZeroRedundancyOptimizer (its step broadcasts each rank's updated shard) where NxD's "
+    "eager (PyTorch 2.13 cannot compile checkpointed tensor-parallel layers), AWS compiled "
+    "with XLA; ZeroRedundancyOptimizer (its step broadcasts each rank's updated shard) where NxD's "
     "ZeRO-1 all-gathers; full activation checkpointing (selective checkpointing, which NxD "
     "uses, is not a flag of the example; without checkpointing the step does not fit in "
     "16 GiB); q/k/v and gate/up projections not coalesced; Hugging Face's LlamaForCausalLM, "

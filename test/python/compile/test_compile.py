@@ -422,3 +422,41 @@ def test_patched_inductor_internals_are_what_the_patches_expect():
     assert 'device.type == "cpu"' in source and "cpp.use_two_step_variance_threshold" in source
     # is_cpu decides by device.type == "cpu".
     assert 'device.type == "cpu"' in inspect.getsource(scheduler.BaseSchedulerNode.is_cpu.__wrapped__)
+
+
+# -- random ops in compiled checkpointed regions (torch_neuron/compile/rng_state.py) ---------
+
+
+@pytest.mark.parametrize("backend", ["neuron", "aot_eager"])
+def test_compiled_checkpointed_dropout_replays_its_mask_in_the_backward(backend):
+    """The backward of a checkpointed region recomputes its dropout: with the generator state
+    the forward used, the mask is the forward's, so the input's gradient is the upstream
+    gradient through exactly the forward's kept elements (scaled by 1 / (1 - p))."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    w = torch.randn(64, 64, device="neuron", requires_grad=True)
+    x = torch.randn(32, 64, device="neuron", requires_grad=True)
+    block = lambda t: torch.nn.functional.dropout(t @ w, p=0.5, training=True)  # noqa: E731
+    f = torch.compile(lambda t: checkpoint(block, t, use_reentrant=False), backend=backend)
+    y = f(x)
+    upstream = torch.randn_like(y)
+    y.backward(upstream)
+    kept = (y != 0).float()
+    assert 0.3 < kept.mean().item() < 0.7  # a real mask
+    expected = ((upstream * kept * 2.0) @ w.T).cpu()
+    torch.testing.assert_close(x.grad.cpu(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_rng_state_operators_are_what_the_patch_expects():
+    """Fails when PyTorch changes the random-op replay operators that rng_state.py patches:
+    each still picks its implementation from a table without neuron."""
+    from torch._C import DispatchKey
+    from torch._prims import rng_prims
+
+    for hop in (rng_prims.run_and_save_rng_state, rng_prims.run_with_rng_state):
+        kernel = hop.py_kernels[DispatchKey.BackendSelect]
+        assert getattr(kernel, "_torch_neuron_patched", False)
+        original = kernel.__kwdefaults__["_original"]
+        source = inspect.getsource(original)
+        assert '"cuda": impl_cuda' in source and '"neuron"' not in source

@@ -48,6 +48,10 @@ constexpr int kAgreementTag = kBulkTagBit | kSizeTagBit;
 // (Note [Point-to-point sizes]) or a collective's data for one peer (Note [Collectives that
 // carry their data]). An assumption of this design, not a hardware figure.
 constexpr int64_t kInlineBytes = 64 << 10;
+// The most a collective carries for one peer when carrying moves no more bytes than Gloo's
+// algorithm would (Note [Collectives that carry their data]); an assumption too, which bounds
+// the inbox each peer's message lands in.
+constexpr int64_t kCarriedBytes = 4 << 20;
 
 // The neuron device the op runs on: the first neuron tensor's, or nullopt for CPU-only calls.
 std::optional<c10::Device> neuron_device(const std::vector<at::Tensor>& tensors) {
@@ -294,7 +298,8 @@ double ProcessGroupNeuron::arrival_ns(c10::Device device) {
 // Note [Collectives that carry their data]
 // The agreement (Note [Neuron process group]) costs one message latency before the data moves,
 // which doubles the wall time of a small collective. A collective whose data for each peer
-// fits in kInlineBytes therefore sends that data in its agreement message, after the record:
+// fits in kInlineBytes (all_gather and reduce_scatter: kCarriedBytes, as they carry no more
+// than Gloo's ring moves) therefore sends that data in its agreement message, after the record:
 // all_reduce, reduce_scatter and reduce send their (chunk of the) input to the ranks that
 // reduce it, all_gather and all_to_all with equal splits their input (chunk), broadcast the
 // root's tensor. Every rank then checks the records as before and only if all agree computes
@@ -335,9 +340,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   bool carries = plan.has_value() && moves_data &&
                  std::find(gloo_ranks_.begin(), gloo_ranks_.end(), -1) == gloo_ranks_.end();
   if (carries) {
+    // all_gather and reduce_scatter carry up to kCarriedBytes per peer: Gloo's ring moves the
+    // same bytes in p - 1 steps one after another, the carried exchange in one. The others
+    // carry only what is small enough for the message latency to dominate: Gloo's all_to_all
+    // and broadcast send each peer its data directly, in one step, without the copies into and
+    // out of the messages; all_reduce and reduce would carry the whole tensor to every rank
+    // that reduces it, p - 1 times its bytes into one rank, where Gloo's ring moves less than
+    // twice them.
+    const bool ring = kind == Collective::AllGather || kind == Collective::ReduceScatter;
+    const auto cap = static_cast<size_t>(ring ? kCarriedBytes : kInlineBytes);
     for (const auto& payload : plan->payloads) {
-      carries = carries && (!payload.defined() ||
-                            payload.nbytes() <= static_cast<size_t>(kInlineBytes));
+      carries = carries && (!payload.defined() || payload.nbytes() <= cap);
     }
   }
   enum Field { kArrival, kSignature, kChecked, kBytes, kKnown, kDetail, kCarries, kPayload,
@@ -377,7 +390,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     for (int r = 0; r < getSize(); ++r) {
       const int peer = gloo_rank(r);
       if (r == me || peer < 0) continue;  // a virtual rank arrives with this one
-      std::vector<at::Tensor> inbox{at::empty({kRecordBytes + kInlineBytes}, at::kByte)};
+      std::vector<at::Tensor> inbox{at::empty({kRecordBytes + kCarriedBytes}, at::kByte)};
       inboxes[r] = inbox[0];
       exchange.push_back(gloo_->recv(inbox, peer, kAgreementTag));
       std::vector<at::Tensor> message{message_for(r)};

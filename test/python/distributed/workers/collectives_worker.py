@@ -170,6 +170,20 @@ for seed, dtype in enumerate(REDUCIBLE + (torch.bool, torch.uint8, torch.float8_
     scatter_list = [mk((4,), seed + i) for i in range(world)] if rank == 0 else None
     on_both(dist.scatter, mk((4,), seed + 5), scatter_list, src=0)
 
+# Either side of the most a ring collective carries for one peer (4 MiB, Note [Collectives that
+# carry their data]): 256 KiB per peer rides in the agreement messages, 5 MiB goes to Gloo's
+# ring. Integer sums: exact in any order.
+for per_peer in (256 << 10, 5 << 20):
+    n = per_peer // 4
+    on_both(dist.all_gather_into_tensor, make((world * n,), torch.float32, 50),
+            make((n,), torch.float32, 51))
+    on_both(dist.all_gather, [make((n,), torch.float32, 52) for _ in range(world)],
+            make((n,), torch.float32, 53))
+    on_both(dist.reduce_scatter_tensor, make((n,), torch.int32, 54),
+            make((world * n,), torch.int32, 55))
+    on_both(dist.reduce_scatter, make((n,), torch.int32, 56),
+            [make((n,), torch.int32, 57 + i) for i in range(world)])
+
 # float8 cannot be reduced: a clear error, and the group stays usable.
 try:
     dist.all_reduce(torch.ones(4, device=DEVICE).to(torch.float8_e5m2))

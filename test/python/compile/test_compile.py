@@ -339,19 +339,34 @@ def test_second_process_hits_the_cache_and_is_still_charged(tmp_path):
     assert "torch_neuron-" in first["tag"]  # the key includes torch_neuron's build
 
 
-def test_neff_cache_variables_steer_the_compile_cache(tmp_path):
-    code = """
-        import json, os, torch, torch_neuron
-        from torch._dynamo.utils import counters
-        torch.compile(lambda x: x.tanh() * 2, backend="neuron")(torch.ones(8, device="neuron"))
-        print(json.dumps({"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
-                          "hits": counters["inductor"]["fxgraph_cache_hit"]}))
-    """
-    env = {"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path)}
-    first, second = run_python_json(code, env=env), run_python_json(code, env=env)
-    assert first["dir"] == str(tmp_path) and any(tmp_path.iterdir())
-    assert second["hits"] >= 1
-    off = run_python_json(code, env={**env, "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1"})
+# A process compiling into an empty cache folder takes 15-25 s here (Inductor's C++ prelude):
+# one fills the folder, and each test runs one more process, within the time limit per test.
+NEFF_CACHE_PROGRAM = """
+    import json, os, torch, torch_neuron
+    from torch._dynamo.utils import counters
+    torch.compile(lambda x: x.tanh() * 2, backend="neuron")(torch.ones(8, device="neuron"))
+    print(json.dumps({"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+                      "hits": counters["inductor"]["fxgraph_cache_hit"]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def neff_cache(tmp_path_factory):
+    """TORCH_NEURONX_NEFF_CACHE_DIR, and the first run's result, which filled it."""
+    folder = tmp_path_factory.mktemp("neff_cache")
+    env = {"TORCH_NEURONX_NEFF_CACHE_DIR": str(folder)}
+    return env, folder, run_python_json(NEFF_CACHE_PROGRAM, env=env)
+
+
+def test_neff_cache_dir_is_the_compile_cache(neff_cache):
+    env, folder, first = neff_cache
+    assert first["dir"] == str(folder) and any(folder.iterdir())
+    assert run_python_json(NEFF_CACHE_PROGRAM, env=env)["hits"] >= 1
+
+
+def test_neff_disable_cache_turns_the_compile_cache_off(neff_cache):
+    env, _, _ = neff_cache  # the folder holds the graph, and is not read:
+    off = run_python_json(NEFF_CACHE_PROGRAM, env={**env, "TORCH_NEURONX_NEFF_DISABLE_CACHE": "1"})
     assert off["hits"] == 0
 
 

@@ -4,6 +4,8 @@ statistics, the cache, mem_get_info, out-of-memory errors and the free-cache-and
 Big allocations use torch.empty and are never written: simulated HBM is committed by the OS only
 when touched, so they cost no host RAM."""
 
+import gc
+
 import pytest
 import torch
 
@@ -17,6 +19,9 @@ def rounded(nbytes):
 
 @pytest.fixture(autouse=True)
 def clean_cache():
+    # Earlier tests may leave neuron tensors in reference cycles (autograd graphs, compiled
+    # functions); a collection during a test would free them between two readings.
+    gc.collect()
     torch.neuron.empty_cache()
     yield
     torch.neuron.empty_cache()

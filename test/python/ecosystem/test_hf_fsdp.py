@@ -104,7 +104,9 @@ def launch_without_alias(workdir):
 def launches(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("hf_fsdp")
     (workdir / "fsdp2.yaml").write_text(documented_config())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+    # Two launches at a time (4 ranks on the 2-core machine): the tests wait for theirs in
+    # turn, and none waits for all six sharing the cores at once (the 60 s limit per test).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         runs = {f"{device}_{mp}": pool.submit(accelerate_launch, workdir, f"{device}_{mp}",
                                               device, mp)
                 for mp in ("bf16", "no") for device in ("neuron", "cpu")}

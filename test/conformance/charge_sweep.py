@@ -89,7 +89,7 @@ def run(op, sample, execute, with_grad):
             args = tree_map(opinfo_sweep.fresh_cpu_copy, sample.args)
 
     def body():
-        torch.manual_seed(1234)
+        opinfo_sweep.manual_seed(1234)
         out = op(inp, *args, **kwargs)
         if with_grad:
             opinfo_sweep.grads_of((inp, args, kwargs), out)
@@ -112,7 +112,7 @@ def first_difference(executed, predicted):
 def check_op_dtype(op, dtype, samples_limit=None):
     """(status, message): "same", "differs" or "skip" (no sample runs in both modes)."""
     with_grad = dtype == torch.float32 and op.supports_autograd
-    torch.manual_seed(0)
+    opinfo_sweep.manual_seed(0)
     samples = list(op.sample_inputs("cpu", dtype, requires_grad=with_grad))
     compared = 0
     refused = None  # why predict-only mode refused a sample (it needs values)

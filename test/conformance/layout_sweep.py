@@ -107,7 +107,7 @@ def check_op(op, max_samples=None, with_grad=False):
     """Differences between neuron's and the CPU's layouts for one OpInfo, as messages:
     {"outputs": [...], "gradients": [...], "errors": [...]}."""
     found = {"outputs": [], "gradients": [], "errors": []}
-    torch.manual_seed(0)
+    opinfo_sweep.manual_seed(0)
     generated = op.sample_inputs("cpu", torch.float32, requires_grad=with_grad)
     # A bounded run looks at the first few samples only (generating them all takes time too).
     limit = None if max_samples is None else 4 * max_samples

@@ -14,6 +14,13 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest_plugins = ("pytest_time_limit",)
 
+# Inductor checks each vector ISA the CPU reports by building and loading a probe library in
+# a child process, in every process that compiles: about 2 s per process with a warm cache and
+# 10 s in an empty cache folder (measured on a 2-core machine). The tests start many such
+# processes and none of them tests that check, so they skip it (Inductor's own switch, read
+# from the environment by the processes they start too); users' processes still run it.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+
 # Inductor writes its cache folder into the environment of the process that compiles first;
 # a subprocess chooses its own unless a test sets it.
 INHERITED_ONLY_IF_SET = ("TORCHINDUCTOR_CACHE_DIR",)

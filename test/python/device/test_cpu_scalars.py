@@ -12,6 +12,8 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from conftest import on_shallow_stack
+
 # Elementwise ops of more than one tensor that are not BinaryUfuncInfo entries.
 TERNARY_AND_OTHERS = {"where", "lerp", "addcmul", "addcdiv", "clamp", "pow", "float_power",
                       "atan2", "polar", "complex", "xlogy", "nextafter", "hypot", "ldexp",
@@ -109,6 +111,13 @@ def check_form(form, fn, flat, spec, i):
 
 
 def test_every_elementwise_op_takes_a_cpu_scalar_in_every_position():
+    checked, failures = on_shallow_stack(check_every_elementwise_op)
+    assert checked > 1000  # the enumeration really ran
+    assert not failures, "\n".join(failures)
+
+
+def check_every_elementwise_op():
+    """(cases checked, what went wrong)."""
     warnings.filterwarnings("ignore")
     checked, failures = 0, []
     for op in elementwise_ops():
@@ -124,8 +133,7 @@ def test_every_elementwise_op_takes_a_cpu_scalar_in_every_position():
                 if problem:
                     failures.append(f"{op.name} {form} scalar at tensor {i} "
                                     f"({flat[i].dtype}): {problem}")
-    assert checked > 1000  # the enumeration really ran
-    assert not failures, "\n".join(failures)
+    return checked, failures
 
 
 @pytest.mark.parametrize("formula", [

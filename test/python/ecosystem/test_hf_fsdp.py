@@ -22,6 +22,9 @@ pytest.importorskip(
 pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
 
+# Six 2-rank launches with accelerate and transformers, about 1 min (test/README.md).
+pytestmark = pytest.mark.extended
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repository
 EXAMPLE = os.path.join(REPO, "examples", "hf_fsdp_finetune.py")
 TIMEOUT = 300  # per launch; all run at once on a 2-core machine, each alone takes 10-15 s

@@ -11,6 +11,7 @@ import torch
 
 import torch_neuron
 from torch_neuron import _C
+from conftest import on_shallow_stack
 
 CONFORMANCE = pathlib.Path(__file__).resolve().parents[2] / "conformance"
 
@@ -43,7 +44,8 @@ def test_smoke_sweep_charges_the_same_in_both_modes():
     finally:
         sys.path.remove(str(CONFORMANCE))
     ops = charge_sweep.opinfo_sweep.select_ops(charge_sweep.SMOKE_OPS)
-    report = charge_sweep.sweep(ops, ["float32"], charge_sweep.SMOKE_SAMPLES, progress=False)
+    report = on_shallow_stack(charge_sweep.sweep, ops, ["float32"], charge_sweep.SMOKE_SAMPLES,
+                              False)
     assert charge_sweep.problems(report, charge_sweep.load_expected()) == []
     compared = [k for k, v in report.items() if v["float32"]["status"] == "same"]
     assert len(compared) >= len(charge_sweep.SMOKE_OPS) - 2, report

@@ -6,66 +6,48 @@ that passes fails the test too, so the list can only shrink. The full sweep is o
 `python test/conformance/opinfo_sweep.py --check`.
 """
 
-import functools
 import pathlib
 import sys
 
 import pytest
 
+from conftest import on_shallow_stack
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "conformance"))
 import opinfo_sweep  # noqa: E402
 
 
-# The slice in three parts of its op list, each swept once per module over every dtype (the
-# whole slice at once took 45-61 s on a 2-core machine and its second half up to 44 s, against
-# the limit per test of 60 s); the float32 tests read the same reports.
-PARTS = tuple(opinfo_sweep.SMOKE_OPS[i::3] for i in range(3))
-
-
-@functools.cache
-def part_report(part):
-    return opinfo_sweep.sweep(opinfo_sweep.select_ops(PARTS[part]), list(opinfo_sweep.DTYPES),
-                              progress=False)
-
-
-@pytest.fixture(scope="module", params=[0, 1, 2], ids=["part-1", "part-2", "part-3"])
-def smoke_part(request):
-    return PARTS[request.param], part_report(request.param)
-
-
 @pytest.fixture(scope="module")
-def smoke_float32():
-    """The float32 results of the whole slice, from the parts' reports."""
-    return {key: {"float32": by_dtype["float32"]}
-            for report in map(part_report, range(len(PARTS)))
-            for key, by_dtype in report.items() if "float32" in by_dtype}
+def smoke_report():
+    """The slice over every dtype (about 10 s on a 2-core machine; 45-61 s on pytest's stack)."""
+    return on_shallow_stack(opinfo_sweep.sweep, opinfo_sweep.select_ops(smoke=True),
+                            list(opinfo_sweep.DTYPES), False)
 
 
-def test_smoke_slice_covers_the_listed_ops(smoke_part):
+def test_smoke_slice_covers_the_listed_ops(smoke_report):
     # Every listed name selects an OpInfo of this PyTorch, and each one ran with some dtype.
-    names, report = smoke_part
-    missing = [name for name in names
-               if name not in report and not any(k.startswith(name + ".") or k == name
-                                                 for k in report)]
+    missing = [name for name in opinfo_sweep.SMOKE_OPS
+               if name not in smoke_report and not any(k.startswith(name + ".") or k == name
+                                                       for k in smoke_report)]
     assert not missing, f"SMOKE_OPS names no OpInfo for: {missing}"
-    for key, by_dtype in report.items():
+    for key, by_dtype in smoke_report.items():
         assert any(r["status"] != "skip" for r in by_dtype.values()), key
 
 
-def test_smoke_slice_matches_expected_failures(smoke_part):
-    problems = opinfo_sweep.check_against_expected(smoke_part[1],
+def test_smoke_slice_matches_expected_failures(smoke_report):
+    problems = opinfo_sweep.check_against_expected(smoke_report,
                                                    opinfo_sweep.load_expected_failures())
     assert not problems, "\n".join(problems)
 
 
-def test_smoke_slice_meets_float32_targets(smoke_float32):
-    summary = opinfo_sweep.summarize(smoke_float32, "float32")
+def test_smoke_slice_meets_float32_targets(smoke_report):
+    summary = opinfo_sweep.summarize(smoke_report, "float32")
     assert summary["match_rate"] >= 0.95, summary
     assert summary["zero_fallback_rate"] >= 0.90, summary
 
 
-def test_policy_fallback_is_reported_as_such(smoke_float32):
-    assert smoke_float32["linalg.inv"]["float32"]["status"] == "policy_fallback"
+def test_policy_fallback_is_reported_as_such(smoke_report):
+    assert smoke_report["linalg.inv"]["float32"]["status"] == "policy_fallback"
 
 
 def test_policy_fallback_is_decided_by_the_policy_table():

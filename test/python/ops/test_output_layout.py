@@ -5,13 +5,13 @@
 
 import pathlib
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch_neuron
+from conftest import on_shallow_stack
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "conformance"))
 import layout_sweep  # noqa: E402
@@ -22,13 +22,10 @@ SLICE_SAMPLES = 2
 
 @pytest.fixture(scope="module")
 def layout_slice():
-    # On a thread of its own: torch.testing's sample iterators and torch.manual_seed inspect or
-    # format the caller's whole stack, and pytest's deep one made the sweep four times slower.
     def run():
         ops = layout_sweep.select_ops()
         return ops, layout_sweep.sweep(ops, max_samples=SLICE_SAMPLES, progress=False)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(run).result()
+    return on_shallow_stack(run)
 
 
 def test_every_opinfo_keeps_the_cpu_layout(layout_slice):

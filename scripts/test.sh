@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--extended" ]]; then
   shift
-  exec python -m pytest test/python -q -m extended "$@"
+  exec python -m pytest test/python -q -m extended --durations=10 "$@"
 fi
 ctest --test-dir build --output-on-failure -j2
-python -m pytest test/python -q -m "not extended" "$@"
+# The slowest tests are listed at the end: what to look at when the budget is missed.
+python -m pytest test/python -q -m "not extended" --durations=15 "$@"

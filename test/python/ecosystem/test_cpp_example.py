@@ -59,6 +59,7 @@ def example_binary(tmp_path_factory):
     return build_with_find_package(EXAMPLE, tmp_path_factory) / "neuron_example"
 
 
+@pytest.mark.extended  # a second CMake build against libtorch: about 22 s
 def test_a_program_that_only_uses_libtorch_gets_the_neuron_device(tmp_path_factory):
     # test/cpp_link links TorchNeuron::torch_neuron with --as-needed and calls no torch_neuron
     # function: the library must stay linked so that "neuron" exists when main() runs.

@@ -38,6 +38,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 EXAMPLE = os.path.join(REPO, "examples", "hf_tp_generate.py")
 NEW_TOKENS = 8
 CACHES = ("dynamic", "static")
+# Two launches, about 1 min with their CPU references (test/README.md).
+pytestmark = pytest.mark.extended
 TIMEOUT = 180  # per launch: 9-26 s on an idle 2-core machine, 2-4x that when it is busy
 
 # 8 query heads and 4 key/value heads: grouped-query attention on 2 ranks (and on 4).
@@ -194,7 +196,6 @@ def tp4_ranks(saved_models):
     return launch_worker(saved_models, 4, ["llama"], ["dynamic"])
 
 
-@pytest.mark.extended  # 4 ranks (test/README.md)
 def test_tp4_generation_matches_one_device(saved_models, tp4_ranks):
     check_tokens(tp4_ranks, "llama", saved_models[3]["llama"])
     check_shards(tp4_ranks, "llama")

@@ -8,7 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python_too=OFF
 [ "${1:-}" = "--python" ] && python_too=ON
+# -O1 and line tables only (-g1): what AddressSanitizer's reports need (file:line in every
+# frame), and a third less compile time than -O2 -g (21 s -> 14 s for HostExecution.cpp on a
+# 2-core machine); the build took 8 min 50 s of CI with -O2 -g.
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DTORCH_NEURON_SANITIZE=ON -DTORCH_NEURON_BUILD_PYTHON=$python_too >/dev/null
 cmake --build build-sanitize
 # libtorch is not instrumented: container-overflow checks need every party instrumented, and

@@ -60,7 +60,7 @@ def run_python_json(code, env=None):
 def on_shallow_stack(fn, *args):
     """fn(*args) on a thread of its own, returning its result or raising its exception. OpInfo's
     sample iterators look for the calling test with inspect.stack(), which reads every frame's
-    source; under pytest's deep stack that made OpInfo sweeps two to four times slower."""
+    source; under pytest's deep stack that made OpInfo sweeps two to ten times slower."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as pool:

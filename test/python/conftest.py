@@ -57,14 +57,14 @@ def run_python_json(code, env=None):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def on_shallow_stack(fn, *args):
-    """fn(*args) on a thread of its own, returning its result or raising its exception. OpInfo's
+def on_shallow_stack(fn, *args, **kwargs):
+    """fn(*args, **kwargs) on a thread of its own, returning its result or raising its exception. OpInfo's
     sample iterators look for the calling test with inspect.stack(), which reads every frame's
     source; under pytest's deep stack that made OpInfo sweeps two to ten times slower."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(fn, *args).result()
+        return pool.submit(fn, *args, **kwargs).result()
 
 
 def simulated_elapsed_ns(fn):

@@ -45,7 +45,7 @@ def test_smoke_sweep_charges_the_same_in_both_modes():
         sys.path.remove(str(CONFORMANCE))
     ops = charge_sweep.opinfo_sweep.select_ops(charge_sweep.SMOKE_OPS)
     report = on_shallow_stack(charge_sweep.sweep, ops, ["float32"], charge_sweep.SMOKE_SAMPLES,
-                              False)
+                              progress=False)
     assert charge_sweep.problems(report, charge_sweep.load_expected()) == []
     compared = [k for k, v in report.items() if v["float32"]["status"] == "same"]
     assert len(compared) >= len(charge_sweep.SMOKE_OPS) - 2, report

@@ -21,7 +21,7 @@ import opinfo_sweep  # noqa: E402
 def smoke_report():
     """The slice over every dtype (about 10 s on a 2-core machine; 45-61 s on pytest's stack)."""
     return on_shallow_stack(opinfo_sweep.sweep, opinfo_sweep.select_ops(smoke=True),
-                            list(opinfo_sweep.DTYPES), False)
+                            list(opinfo_sweep.DTYPES), progress=False)
 
 
 def test_smoke_slice_covers_the_listed_ops(smoke_report):

@@ -1,5 +1,9 @@
 #include "distributed/PointToPoint.h"
 
+#include <ATen/ops/empty.h>
+
+#include <vector>
+
 namespace torch_neuron {
 
 SharedSize::SharedSize(c10::intrusive_ptr<c10d::Work> work, at::Tensor value)
@@ -17,6 +21,28 @@ uint64_t SharedSize::get() {
   }
   if (error_) std::rethrow_exception(error_);
   return static_cast<uint64_t>(value_.data_ptr<double>()[0]);
+}
+
+namespace {
+
+std::shared_ptr<SharedSize> post_size(c10d::Backend& gloo, int peer, int tag) {
+  std::vector<at::Tensor> value{at::empty({1}, at::kDouble)};
+  auto work = gloo.recv(value, peer, tag);
+  return std::make_shared<SharedSize>(std::move(work), value[0]);
+}
+
+}  // namespace
+
+std::shared_ptr<SharedSize> PostedSizes::next(c10d::Backend& gloo, int peer, int tag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& posted = posted_[{peer, tag}];
+  auto size = posted ? std::move(posted) : post_size(gloo, peer, tag);
+  try {
+    posted = post_size(gloo, peer, tag);
+  } catch (const std::exception&) {
+    posted = nullptr;  // (the peer has gone: this send's size receive raises it)
+  }
+  return size;
 }
 
 void SendQueue::push(std::shared_ptr<PendingSend> send) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
@@ -32,6 +33,21 @@ class SharedSize {
   at::Tensor value_;  // one double
   bool done_ = false;
   std::exception_ptr error_;
+};
+
+// The receives of the receivers' sizes, one posted ahead per peer and tag (Note [Receives
+// posted in advance] in PostedInboxes.h): a receiver sends its size when its receive is
+// issued, usually while the matching send is being issued, and a size receive posted only then
+// would cost the send a second message latency.
+class PostedSizes {
+ public:
+  // The size of the next receive that Gloo rank `peer` posts on `tag`, and the receive of the
+  // one after it posted now.
+  std::shared_ptr<SharedSize> next(c10d::Backend& gloo, int peer, int tag);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<int, int>, std::shared_ptr<SharedSize>> posted_;
 };
 
 // One send, from its issue until it is settled: until what it owes its receiver's bulk receive

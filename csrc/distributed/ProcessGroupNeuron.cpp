@@ -8,6 +8,7 @@
 #include <trnsim/cost.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "distributed/HostStaging.h"
 #include "distributed/InlineCollective.h"
 #include "distributed/NeuronWork.h"
+#include "distributed/PostedInboxes.h"
 #include "distributed/PremulFactor.h"
 #include "distributed/SpmdCpuBackend.h"
 #include "distributed/VirtualWorld.h"
@@ -383,16 +385,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     }
     return message;
   };
-  // Every inbox can take the largest message: a peer may carry data where this rank does not.
-  std::vector<at::Tensor> inboxes(getSize());
+  // Every inbox can take the largest message (a peer may carry data where this rank does not);
+  // its receive was posted in advance (Note [Receives posted in advance]) and is posted again
+  // once the message has been read, also when this call raises.
+  if (!agreement_inboxes_) {
+    std::vector<int> peers = gloo_ranks_;
+    peers[me] = -1;
+    agreement_inboxes_ = std::make_unique<PostedInboxes>(*gloo_, kAgreementTag,
+                                                         kRecordBytes + kCarriedBytes, peers);
+  }
+  PostedInboxes& inboxes = *agreement_inboxes_;
+  std::vector<int> taken;
+  struct Repost {
+    PostedInboxes& inboxes;
+    std::vector<int>& taken;
+    void now() {
+      for (int r : taken) inboxes.repost(r);
+      taken.clear();
+    }
+    ~Repost() { now(); }
+  } repost{inboxes, taken};
   WorkList exchange;
   try {  // (Gloo raises at issue too, when a peer has gone)
     for (int r = 0; r < getSize(); ++r) {
       const int peer = gloo_rank(r);
       if (r == me || peer < 0) continue;  // a virtual rank arrives with this one
-      std::vector<at::Tensor> inbox{at::empty({kRecordBytes + kCarriedBytes}, at::kByte)};
-      inboxes[r] = inbox[0];
-      exchange.push_back(gloo_->recv(inbox, peer, kAgreementTag));
+      exchange.push_back(inboxes.next(r));
+      taken.push_back(r);
       std::vector<at::Tensor> message{message_for(r)};
       exchange.push_back(gloo_->send(message, peer, kAgreementTag));
     }
@@ -400,9 +419,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     raise_failed(name, e);
   }
   wait_all(exchange, name);
-  auto record_of = [&](int r) {
-    return r == me ? mine : reinterpret_cast<const double*>(inboxes[r].data_ptr());
-  };
+  std::vector<std::array<double, kFields>> records(getSize());
+  for (int r = 0; r < getSize(); ++r) {
+    if (r != me && gloo_rank(r) < 0) continue;
+    const auto* record =
+        r == me ? mine : reinterpret_cast<const double*>(inboxes.inbox(r).data_ptr());
+    std::copy(record, record + kFields, records[r].begin());
+  }
+  auto record_of = [&](int r) { return records[r].data(); };
   double start_ns = 0, charged_size = 0;
   bool all_known = true, all_carry = true;
   int differing = -1;
@@ -433,15 +457,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
               "matching sizes, dtypes, roots and reduce ops, all computing or all in "
               "predict-only mode.");
   const bool with_values = !moves_data && all_known && ops;
+  if (!all_carry) repost.now();  // only the records were read
   if (all_carry) {
     std::vector<at::Tensor> received(getSize());
     for (int r = 0; r < getSize(); ++r) {
       received[r] = r == me ? (plan->payloads[me].defined() ? host_bytes(plan->payloads[me])
                                                             : at::empty({0}, at::kByte))
-                            : inboxes[r].narrow(0, kRecordBytes,
-                                                static_cast<int64_t>(record_of(r)[kPayload]));
+                            : inboxes.inbox(r).narrow(
+                                  0, kRecordBytes, static_cast<int64_t>(record_of(r)[kPayload]));
     }
     plan->combine(received);
+    repost.now();
     staging.finish();
   } else if (ops && (moves_data || with_values)) {
     wait_all(ops(), name);
@@ -837,8 +863,9 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 //   - a receive, at issue, posts an inbox of kHeaderBytes + kInlineBytes on the user's tag,
 //     and when it holds more than kInlineBytes a bulk receive straight into its buffer (bulk
 //     tag); it sends its size to the sender (size tag);
-//   - a send, at issue, posts the receive of that size and sends its header [arrival time,
-//     bytes] in the inbox message, followed there by its data when it holds at most
+//   - a send, at issue, takes the receive of that size (posted by the previous send to the
+//     same peer and tag: Note [Receives posted in advance]) and sends its header [arrival
+//     time, bytes] in the inbox message, followed there by its data when it holds at most
 //     kInlineBytes (one message: no thread, no waiting for the receiver);
 //   - a larger send's data must not overflow the bulk receive, so it waits for the
 //     receiver's size and sends the data when the sizes agree: in its wait(), or, if wait()
@@ -948,9 +975,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
   pending->moves_data = execution_enabled();
   const bool with_values = !pending->moves_data && bytes <= static_cast<uint64_t>(kInlineBytes) &&
                            values_known(tensors[0]);
-  std::vector<at::Tensor> wanted{at::empty({1}, at::kDouble)};
-  pending->wanted = std::make_shared<SharedSize>(gloo_->recv(wanted, peer, tag | kSizeTagBit),
-                                                 wanted[0]);
+  pending->wanted = posted_sizes_.next(*gloo_, peer, tag | kSizeTagBit);
   auto staging = std::make_shared<HostStaging>();
   const at::Tensor data = as_bytes(staging->input(tensors[0]));
   const bool inline_data = !pending->moves_data || bytes <= static_cast<uint64_t>(kInlineBytes);

@@ -26,6 +26,7 @@
 
 #include "distributed/InlineCollective.h"
 #include "distributed/PointToPoint.h"
+#include "distributed/PostedInboxes.h"
 #include "distributed/SendLanes.h"
 
 #include <functional>
@@ -181,6 +182,10 @@ class ProcessGroupNeuron final : public c10d::Backend {
   std::vector<int> global_ranks_;  // per group rank, its world rank
   std::vector<int> gloo_ranks_;    // per group rank, its rank in gloo_; -1: virtual
   SendQueues send_queues_;
+  PostedSizes posted_sizes_;  // destroyed before the Gloo group its receives are on
+  // The receives of each peer's next agreement message (Note [Receives posted in advance]),
+  // made at the first collective; destroyed before the Gloo groups its receives are on.
+  std::unique_ptr<PostedInboxes> agreement_inboxes_;
   // Last, so that it is destroyed first: its threads use gloo_ and send_queues_.
   std::unique_ptr<SendLanes> lanes_ = std::make_unique<SendLanes>();
 };

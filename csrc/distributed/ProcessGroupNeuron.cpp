@@ -54,6 +54,12 @@ constexpr int64_t kInlineBytes = 64 << 10;
 // algorithm would (Note [Collectives that carry their data]); an assumption too, which bounds
 // the inbox each peer's message lands in.
 constexpr int64_t kCarriedBytes = 4 << 20;
+// The most broadcast and all_to_all carry for one peer. Carried, their data is copied into and
+// out of the messages, which Gloo's direct sends do not do: an assumption of this design too,
+// from the collective benchmark on this project's 2-core machine (2 and 4 ranks), where carrying
+// a broadcast of 128-512 KiB took 0.7-0.9x the time of the records followed by Gloo's
+// broadcast, and of 2-4 MiB 1.2-1.4x.
+constexpr int64_t kDirectCarriedBytes = 1 << 20;
 
 // The neuron device the op runs on: the first neuron tensor's, or nullopt for CPU-only calls.
 std::optional<c10::Device> neuron_device(const std::vector<at::Tensor>& tensors) {
@@ -300,8 +306,9 @@ double ProcessGroupNeuron::arrival_ns(c10::Device device) {
 // Note [Collectives that carry their data]
 // The agreement (Note [Neuron process group]) costs one message latency before the data moves,
 // which doubles the wall time of a small collective. A collective whose data for each peer
-// fits in kInlineBytes (all_gather and reduce_scatter: kCarriedBytes, as they carry no more
-// than Gloo's ring moves) therefore sends that data in its agreement message, after the record:
+// fits in kInlineBytes (all_gather and reduce_scatter: kCarriedBytes, all_to_all and broadcast:
+// kDirectCarriedBytes, as they carry no more than Gloo moves to each peer) therefore sends that
+// data in its agreement message, after the record:
 // all_reduce, reduce_scatter and reduce send their (chunk of the) input to the ranks that
 // reduce it, all_gather and all_to_all with equal splits their input (chunk), broadcast the
 // root's tensor. Every rank then checks the records as before and only if all agree computes
@@ -342,15 +349,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   bool carries = plan.has_value() && moves_data &&
                  std::find(gloo_ranks_.begin(), gloo_ranks_.end(), -1) == gloo_ranks_.end();
   if (carries) {
-    // all_gather and reduce_scatter carry up to kCarriedBytes per peer: Gloo's ring moves the
-    // same bytes in p - 1 steps one after another, the carried exchange in one. The others
-    // carry only what is small enough for the message latency to dominate: Gloo's all_to_all
-    // and broadcast send each peer its data directly, in one step, without the copies into and
-    // out of the messages; all_reduce and reduce would carry the whole tensor to every rank
-    // that reduces it, p - 1 times its bytes into one rank, where Gloo's ring moves less than
-    // twice them.
+    // A collective that sends every peer what Gloo's algorithm would send it carries more
+    // than kInlineBytes per peer: all_gather and reduce_scatter up to kCarriedBytes (Gloo's
+    // ring moves the same bytes in p - 1 steps one after another, the carried exchange in
+    // one), all_to_all and broadcast up to kDirectCarriedBytes (Gloo sends each peer its data
+    // directly; carried, the agreement and the data are one step instead of two, for a copy
+    // into and out of the messages). all_reduce and reduce carry only what is small enough for
+    // the message latency to dominate: they would carry the whole tensor to every rank that
+    // reduces it, p - 1 times its bytes into one rank, where Gloo's ring moves less than twice
+    // them.
     const bool ring = kind == Collective::AllGather || kind == Collective::ReduceScatter;
-    const auto cap = static_cast<size_t>(ring ? kCarriedBytes : kInlineBytes);
+    const bool direct = kind == Collective::AllToAll || kind == Collective::Broadcast;
+    const auto cap = static_cast<size_t>(ring     ? kCarriedBytes
+                                         : direct ? kDirectCarriedBytes
+                                                  : kInlineBytes);
     for (const auto& payload : plan->payloads) {
       carries = carries && (!payload.defined() || payload.nbytes() <= cap);
     }

@@ -170,11 +170,15 @@ for seed, dtype in enumerate(REDUCIBLE + (torch.bool, torch.uint8, torch.float8_
     scatter_list = [mk((4,), seed + i) for i in range(world)] if rank == 0 else None
     on_both(dist.scatter, mk((4,), seed + 5), scatter_list, src=0)
 
-# Either side of the most a ring collective carries for one peer (4 MiB, Note [Collectives that
-# carry their data]): 256 KiB per peer rides in the agreement messages, 5 MiB goes to Gloo's
-# ring. Integer sums: exact in any order.
+# Either side of the most a collective that sends each peer what Gloo would carries for one
+# peer (4 MiB; broadcast and all_to_all 1 MiB: Note [Collectives that carry their data]):
+# 256 KiB per peer rides in the agreement messages, 5 MiB goes to Gloo. Integer sums: exact in
+# any order.
 for per_peer in (256 << 10, 5 << 20):
     n = per_peer // 4
+    on_both(dist.broadcast, make((n,), torch.float32, 48), src=world - 1)
+    on_both(dist.all_to_all_single, make((world * n,), torch.float32, 49),
+            make((world * n,), torch.float32, 58))
     on_both(dist.all_gather_into_tensor, make((world * n,), torch.float32, 50),
             make((n,), torch.float32, 51))
     on_both(dist.all_gather, [make((n,), torch.float32, 52) for _ in range(world)],

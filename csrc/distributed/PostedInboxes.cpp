@@ -13,27 +13,29 @@ PostedInboxes::PostedInboxes(c10d::Backend& gloo, int tag, int64_t bytes,
       bytes_(bytes),
       gloo_ranks_(std::move(gloo_ranks)),
       inboxes_(gloo_ranks_.size()),
-      posted_(gloo_ranks_.size()) {}
+      posted_(gloo_ranks_.size()),
+      posted_into_(gloo_ranks_.size(), 0) {}
 
-void PostedInboxes::post(int r) {
+c10::intrusive_ptr<c10d::Work> PostedInboxes::post(int r, int which) {
   // Allocated once per peer: the pages a large message touched stay for the next.
-  if (!inboxes_[r].defined()) inboxes_[r] = at::empty({bytes_}, at::kByte);
-  std::vector<at::Tensor> into{inboxes_[r]};
-  posted_[r] = gloo_.recv(into, gloo_ranks_[r], tag_);
+  auto& inbox = inboxes_[r][which];
+  if (!inbox.defined()) inbox = at::empty({bytes_}, at::kByte);
+  std::vector<at::Tensor> into{inbox};
+  return gloo_.recv(into, gloo_ranks_[r], tag_);
 }
 
-c10::intrusive_ptr<c10d::Work> PostedInboxes::next(int r) {
-  if (!posted_[r]) post(r);
-  return std::exchange(posted_[r], nullptr);
-}
-
-void PostedInboxes::repost(int r) {
-  if (posted_[r]) return;
+PostedInboxes::Receive PostedInboxes::next(int r) {
+  const int which = posted_into_[r];
+  Receive receive{posted_[r] ? std::move(posted_[r]) : post(r, which), inboxes_[r][which]};
+  posted_[r] = nullptr;
+  // That inbox's previous message was read by the call before this one.
+  posted_into_[r] = 1 - which;
   try {
-    post(r);
+    posted_[r] = post(r, 1 - which);
   } catch (const std::exception&) {
-    posted_[r] = nullptr;  // next(r) posts again and raises the failure in its collective
+    posted_[r] = nullptr;
   }
+  return receive;
 }
 
 }  // namespace torch_neuron

@@ -1,4 +1,4 @@
-// Receives posted before their messages are sent, one inbox per peer, for the neuron group's
+// Receives posted before their messages are sent, two inboxes per peer, for the neuron group's
 // own message channels.
 //
 // Note [Receives posted in advance]
@@ -8,17 +8,19 @@
 // pending remote receive is queued until it arrives). When both ranks post their receive and
 // their send at the same moment, as every collective's agreement exchange does (Note [Neuron
 // process group]), each message therefore waits one message latency for the notice and a second
-// for itself. Posting the receive of a peer's next message as soon as its previous one has been
-// read lets the notice travel while the caller goes on, so that the next exchange costs one
-// message latency. Measured on this project's 2-core machine, 2 ranks over loopback, a 1 KiB
-// exchange: 85-115 us per exchange with the receive posted in advance, 144-258 us without
-// (Gloo's own all_to_all of the same size: 156-225 us). Channels whose tag user code may also
-// receive on (recv from any source would race with a posted receive) must not use this.
+// for itself. So each peer has two inboxes: when the receive of its next message is taken, the
+// receive of the message after that is posted into the other inbox, and its notice travels
+// while this call and the caller's work go on. Measured on this project's 2-core machine, 2
+// ranks over loopback, a 1 KiB exchange on Gloo alone: 144-258 us per exchange with the receive
+// posted at the exchange, 85-115 us posted after the previous one (Gloo's own all_to_all of
+// the same size: 156-225 us). Channels whose tag user code may also receive on must not use
+// this: a receive from any rank would race with the posted one.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <array>
 #include <vector>
 
 namespace torch_neuron {
@@ -32,23 +34,26 @@ class PostedInboxes {
   PostedInboxes(const PostedInboxes&) = delete;
   PostedInboxes& operator=(const PostedInboxes&) = delete;
 
-  // The receive of group rank `r`'s next message into inbox(r): the one posted in advance, or
-  // one posted now. Wait for it, read the inbox, then repost(r).
-  c10::intrusive_ptr<c10d::Work> next(int r);
-  const at::Tensor& inbox(int r) const { return inboxes_[r]; }
-  // Posts the receive of rank `r`'s following message into the same inbox. A failure (the
-  // peer has gone) is left for the next call of next(r) to raise.
-  void repost(int r);
+  struct Receive {
+    c10::intrusive_ptr<c10d::Work> work;  // wait for it before reading `inbox`
+    at::Tensor inbox;
+  };
+  // The receive of group rank `r`'s next message (posted in advance, or now), and the inbox it
+  // lands in; the receive of the message after it is posted too, into r's other inbox. A
+  // failure to post that one (the peer has gone) is left for the next call to raise. The
+  // returned inbox must be read before the next call of next(r), which posts into it again.
+  Receive next(int r);
 
  private:
-  void post(int r);
+  c10::intrusive_ptr<c10d::Work> post(int r, int which);
 
   c10d::Backend& gloo_;
   int tag_;
   int64_t bytes_;
   std::vector<int> gloo_ranks_;
-  std::vector<at::Tensor> inboxes_;
+  std::vector<std::array<at::Tensor, 2>> inboxes_;  // allocated at first use
   std::vector<c10::intrusive_ptr<c10d::Work>> posted_;  // null: none posted
+  std::vector<int> posted_into_;                        // which inbox posted_[r] fills
 };
 
 }  // namespace torch_neuron

@@ -8,7 +8,6 @@
 #include <trnsim/cost.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -398,32 +397,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     return message;
   };
   // Every inbox can take the largest message (a peer may carry data where this rank does not);
-  // its receive was posted in advance (Note [Receives posted in advance]) and is posted again
-  // once the message has been read, also when this call raises.
+  // its receive was posted in advance (Note [Receives posted in advance]).
   if (!agreement_inboxes_) {
     std::vector<int> peers = gloo_ranks_;
     peers[me] = -1;
     agreement_inboxes_ = std::make_unique<PostedInboxes>(*gloo_, kAgreementTag,
                                                          kRecordBytes + kCarriedBytes, peers);
   }
-  PostedInboxes& inboxes = *agreement_inboxes_;
-  std::vector<int> taken;
-  struct Repost {
-    PostedInboxes& inboxes;
-    std::vector<int>& taken;
-    void now() {
-      for (int r : taken) inboxes.repost(r);
-      taken.clear();
-    }
-    ~Repost() { now(); }
-  } repost{inboxes, taken};
+  std::vector<at::Tensor> inboxes(getSize());
   WorkList exchange;
   try {  // (Gloo raises at issue too, when a peer has gone)
     for (int r = 0; r < getSize(); ++r) {
       const int peer = gloo_rank(r);
       if (r == me || peer < 0) continue;  // a virtual rank arrives with this one
-      exchange.push_back(inboxes.next(r));
-      taken.push_back(r);
+      auto receive = agreement_inboxes_->next(r);
+      exchange.push_back(std::move(receive.work));
+      inboxes[r] = std::move(receive.inbox);
       std::vector<at::Tensor> message{message_for(r)};
       exchange.push_back(gloo_->send(message, peer, kAgreementTag));
     }
@@ -431,14 +420,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     raise_failed(name, e);
   }
   wait_all(exchange, name);
-  std::vector<std::array<double, kFields>> records(getSize());
-  for (int r = 0; r < getSize(); ++r) {
-    if (r != me && gloo_rank(r) < 0) continue;
-    const auto* record =
-        r == me ? mine : reinterpret_cast<const double*>(inboxes.inbox(r).data_ptr());
-    std::copy(record, record + kFields, records[r].begin());
-  }
-  auto record_of = [&](int r) { return records[r].data(); };
+  auto record_of = [&](int r) {
+    return r == me ? mine : reinterpret_cast<const double*>(inboxes[r].data_ptr());
+  };
   double start_ns = 0, charged_size = 0;
   bool all_known = true, all_carry = true;
   int differing = -1;
@@ -469,17 +453,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
               "matching sizes, dtypes, roots and reduce ops, all computing or all in "
               "predict-only mode.");
   const bool with_values = !moves_data && all_known && ops;
-  if (!all_carry) repost.now();  // only the records were read
   if (all_carry) {
     std::vector<at::Tensor> received(getSize());
     for (int r = 0; r < getSize(); ++r) {
       received[r] = r == me ? (plan->payloads[me].defined() ? host_bytes(plan->payloads[me])
                                                             : at::empty({0}, at::kByte))
-                            : inboxes.inbox(r).narrow(
-                                  0, kRecordBytes, static_cast<int64_t>(record_of(r)[kPayload]));
+                            : inboxes[r].narrow(0, kRecordBytes,
+                                                static_cast<int64_t>(record_of(r)[kPayload]));
     }
     plan->combine(received);
-    repost.now();
     staging.finish();
   } else if (ops && (moves_data || with_values)) {
     wait_all(ops(), name);

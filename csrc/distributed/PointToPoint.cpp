@@ -1,6 +1,7 @@
 #include "distributed/PointToPoint.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/record_function.h>
 
 #include <vector>
 
@@ -27,6 +28,8 @@ namespace {
 
 std::shared_ptr<SharedSize> post_size(c10d::Backend& gloo, int peer, int tag) {
   std::vector<at::Tensor> value{at::empty({1}, at::kDouble)};
+  // Not a profiler event: posted ahead, the receive may outlive the profiler (PostedInboxes.cpp).
+  at::DisableRecordFunctionGuard unprofiled;
   auto work = gloo.recv(value, peer, tag);
   return std::make_shared<SharedSize>(std::move(work), value[0]);
 }

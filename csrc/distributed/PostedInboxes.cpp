@@ -1,6 +1,7 @@
 #include "distributed/PostedInboxes.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/record_function.h>
 
 #include <utility>
 
@@ -21,6 +22,9 @@ c10::intrusive_ptr<c10d::Work> PostedInboxes::post(int r, int which) {
   auto& inbox = inboxes_[r][which];
   if (!inbox.defined()) inbox = at::empty({bytes_}, at::kByte);
   std::vector<at::Tensor> into{inbox};
+  // Not a profiler event: the receive outlives the call, and may outlive a profiler that
+  // recorded its start (whose result then crashes when freed).
+  at::DisableRecordFunctionGuard unprofiled;
   return gloo_.recv(into, gloo_ranks_[r], tag_);
 }
 

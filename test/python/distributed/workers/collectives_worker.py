@@ -11,6 +11,7 @@ dist.reduce defines only the destination's tensor (Gloo leaves partial sums on t
 small reduces leave them as they were: Note [Collectives that carry their data]): it is
 compared there only."""
 
+import gc
 import os
 
 import torch
@@ -304,6 +305,27 @@ t = torch.tensor([float(rank)], device=DEVICE)
 dist.all_reduce(t, group=pairs)
 first = rank - rank % 2
 assert t.item() == first + first + 1, t
+checks += 1
+
+# Collectives under PyTorch's profiler, twice, while the group's receives posted for the next
+# calls (Note [Receives posted in advance]) are pending across the sessions: once a segmentation
+# fault when a session's result was freed.
+for session in range(2):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        t = torch.ones(4, device=DEVICE)
+        dist.all_reduce(t)
+        dist.broadcast(t, src=0)
+        ops = [dist.P2POp(dist.isend, t, (rank + 1) % world),
+               dist.P2POp(dist.irecv, torch.empty(4, device=DEVICE), (rank - 1) % world)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+    seen = {e.key for e in prof.key_averages()}
+    assert "c10d::allreduce_" in seen and "c10d::broadcast_" in seen, seen
+    del prof
+    gc.collect()
+t = torch.ones(4, device=DEVICE)
+dist.all_reduce(t)
+assert t.cpu().tolist() == [float(world)] * 4
 checks += 1
 
 assert dist.get_backend() == "neuron", dist.get_backend()

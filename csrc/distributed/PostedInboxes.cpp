@@ -30,14 +30,14 @@ c10::intrusive_ptr<c10d::Work> PostedInboxes::post(int r, int which) {
 
 PostedInboxes::Receive PostedInboxes::next(int r) {
   const int which = posted_into_[r];
+  // (Moved from, posted_[r] is null: it stays so if the next post fails.)
   Receive receive{posted_[r] ? std::move(posted_[r]) : post(r, which), inboxes_[r][which]};
-  posted_[r] = nullptr;
   // That inbox's previous message was read by the call before this one.
   posted_into_[r] = 1 - which;
   try {
     posted_[r] = post(r, 1 - which);
   } catch (const std::exception&) {
-    posted_[r] = nullptr;
+    // The peer has gone: the next call posts again and raises in its collective.
   }
   return receive;
 }

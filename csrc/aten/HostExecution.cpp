@@ -378,6 +378,7 @@ class HostRun {
     if (!t.defined() || on_neuron(t)) return t;
     if (t.is_quantized()) refuse_quantized(info_.name);
     if (t.is_sparse() || t.is_sparse_csr()) refuse_sparse(info_.name);
+    if (t.is_nested()) refuse_nested(info_.name);
     // Returned argument (in-place and out= ops) or a view of one.
     for (const auto& c : converted_) {
       if (c.view.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return original(c);

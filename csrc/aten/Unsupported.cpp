@@ -30,6 +30,17 @@ void refuse_sparse(const std::string& op_name) {
       "(nn.Embedding(sparse=True) needs sparse gradients: use sparse=False on neuron).");
 }
 
+// Nested tensors (torch.nested, strided layout): refused the same way. Without this, the ops
+// that make one from dense neuron tensors (nn.TransformerEncoder's fast path in eval mode with
+// a padding mask calls _nested_tensor_from_mask) failed with an internal error.
+void refuse_nested(const std::string& op_name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, op_name, ": neuron has no nested tensors (torch.nested): Trainium runs no PyTorch ",
+      "nested-tensor kernels. nn.TransformerEncoder makes one in eval mode when given a ",
+      "src_key_padding_mask: build it with enable_nested_tensor=False (its layers then apply ",
+      "the mask on neuron), or keep nested tensors on the CPU.");
+}
+
 namespace {
 
 void refuse_quantized_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
@@ -40,6 +51,10 @@ void refuse_sparse_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
   refuse_sparse(op.schema().name());
 }
 
+void refuse_nested_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  refuse_nested(op.schema().name());
+}
+
 }  // namespace
 
 // Every op that would make or take a quantized or sparse neuron tensor dispatches here.
@@ -48,6 +63,9 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse_op>());
+}
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_nested_op>());
 }
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse_op>());

@@ -5,8 +5,9 @@
 
 namespace torch_neuron {
 
-// Throw NotImplementedError: neuron has no quantized or sparse tensors.
+// Throw NotImplementedError: neuron has no quantized, sparse or nested tensors.
 [[noreturn]] void refuse_quantized(const std::string& op_name);
 [[noreturn]] void refuse_sparse(const std::string& op_name);
+[[noreturn]] void refuse_nested(const std::string& op_name);
 
 }  // namespace torch_neuron

@@ -83,6 +83,25 @@ def test_ddp_matches_gloo_on_cpu_and_single_process(tmp_path, ranks):
             assert runs["cpu"][rank]["recipes"][recipe]["seen"] == [("bucket", "cpu"),
                                                                     ("future", "cpu")]
 
+    # nn.SyncBatchNorm (Note [SyncBatchNorm on neuron]): normalizing over every rank's rows, DDP
+    # trains as plain BatchNorm does on the full batch in one process (on the CPU): the same
+    # losses (the mean of the ranks'), parameters and running statistics, to float32 order.
+    single = runs["neuron"][0]["sync_bn_single"]
+    mean_losses = torch.tensor([r["sync_bn"]["losses"] for r in runs["neuron"]],
+                               dtype=torch.float64).mean(0)
+    torch.testing.assert_close(mean_losses, torch.tensor(single["losses"], dtype=torch.float64),
+                               rtol=1e-5, atol=0)
+    for rank in range(ranks):
+        sync_bn = runs["neuron"][rank]["sync_bn"]
+        assert sync_bn["fallbacks"] == {}, sync_bn["fallbacks"]
+        for name, value in single["state"].items():
+            got = sync_bn["state"][name]
+            if value.is_floating_point():
+                torch.testing.assert_close(got, value, rtol=1e-4, atol=1e-5,
+                                           msg=lambda m: f"SyncBatchNorm {name}: {m}")
+            else:  # num_batches_tracked
+                assert torch.equal(got, value), (name, got, value)
+
 
 TIMING_STATS = ("forward_compute_time", "backward_compute_time", "backward_comm_time",
                 "backward_compute_comm_overlap_time")

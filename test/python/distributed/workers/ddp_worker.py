@@ -10,8 +10,10 @@ Several independent trainings in one launch, each from the same seed:
            DDP comm hooks (default_hooks.allreduce_hook, bf16_compress_hook), wrapped to
            record on which device the bucket and the values of DDP's futures live
 Rank 0 also trains the same model in this process, without DDP, on the full batch ("single"),
-on the same device, for each recipe. Every rank saves its losses, its final parameters,
-the devices its hooks saw, the bucket sizes DDP reports and the ops that fell back to the CPU.
+on the same device, for each recipe. On neuron, a model with nn.SyncBatchNorm trains under
+DDP too ("sync_bn"), against plain BatchNorm on the full batch on the CPU ("sync_bn_single").
+Every rank saves its losses, its final parameters, the devices its hooks saw, the bucket sizes
+DDP reports and the ops that fell back to the CPU.
 """
 
 import contextlib
@@ -159,5 +161,44 @@ for recipe in ("buckets", "no_sync", "unused", "allreduce_hook", "bf16_hook"):
         model = new_model()
         results["single"][recipe] = {"losses": train(model, recipe, whole=True),
                                      "params": dict(model.named_parameters())}
+
+
+# SyncBatchNorm (neuron only: PyTorch refuses it on the CPU): a convolution, batch norm over the
+# whole global batch, a head; DDP on this rank's rows against plain BatchNorm on every row in
+# one process (on the CPU, rank 0), whose batch statistics are the same.
+XC = torch.randn(STEPS, GLOBAL_BATCH, 3, 6, 6, generator=gen)
+YC = torch.randn(STEPS, GLOBAL_BATCH, OUT, generator=gen)
+
+
+def batch_norm_net(sync, on):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.Flatten(), nn.Linear(8 * 6 * 6, OUT))
+    return (nn.SyncBatchNorm.convert_sync_batchnorm(net) if sync else net).to(on)
+
+
+def train_batch_norm(model, rows, on):
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    losses = []
+    for step in range(STEPS):
+        opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(model(XC[step, rows].to(on)), YC[step, rows].to(on))
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    return losses
+
+
+if args.device == "neuron":
+    common.clear_fallbacks(args.device)
+    ddp = DDP(batch_norm_net(sync=True, on=device))
+    rows = slice(rank * LOCAL, (rank + 1) * LOCAL)
+    results["sync_bn"] = {"losses": train_batch_norm(ddp, rows, device),
+                          "state": dict(ddp.module.state_dict()),
+                          "fallbacks": common.fallbacks(args.device)}
+    if rank == 0:
+        model = batch_norm_net(sync=False, on="cpu")
+        results["sync_bn_single"] = {"losses": train_batch_norm(model, slice(None), "cpu"),
+                                     "state": dict(model.state_dict())}
 
 common.finish(args.out, args.device, rank, results, "ddp")

@@ -66,6 +66,21 @@ def _two_step_variance(original):
     return use_two_step_variance
 
 
+def _device_need_guard(original):
+    """utils.device_need_guard decides whether the wrapper enters a device guard around a
+    device's kernels: only for GPUs (is_gpu). Without one, a graph on neuron:1 run while
+    neuron:0 is current allocated its buffers on neuron:0 (device='neuron' has no index): a
+    pointwise graph returned its result on the wrong device and a graph with a matmul raised.
+    neuron needs the guard, as CUDA does (NeuronDeviceOpOverrides.device_guard)."""
+
+    @functools.wraps(original)
+    def device_need_guard(device: str) -> bool:
+        return device == "neuron" or original(device)
+
+    setattr(device_need_guard, PATCHED, True)
+    return device_need_guard
+
+
 # The modules that bound get_current_backend by name when they were imported.
 CURRENT_BACKEND_MODULES = ("torch._inductor.utils", "torch._inductor.codegen.common",
                            "torch._inductor.scheduler", "torch._inductor.kernel.mm_common")
@@ -84,6 +99,10 @@ def apply() -> None:
             module.get_current_backend = patched
     if not getattr(lowering.use_two_step_variance, PATCHED, False):
         lowering.use_two_step_variance = _two_step_variance(lowering.use_two_step_variance)
+    if not getattr(scheduler.device_need_guard, PATCHED, False):
+        guard = _device_need_guard(utils.device_need_guard)
+        utils.device_need_guard = guard
+        scheduler.device_need_guard = guard  # bound by name at import
     node = scheduler.BaseSchedulerNode
     if not getattr(node.is_cpu, PATCHED, False):
         node.is_cpu = _is_cpu(node.is_cpu)

@@ -92,6 +92,28 @@ def test_factories_on_the_default_neuron_device_compile_on_the_current_device():
         torch.set_default_device(None)
 
 
+@pytest.mark.parametrize("backend", ["neuron", "inductor"])
+def test_a_graph_on_another_device_than_the_current_one_runs_there(backend):
+    # neuron:0 is current, the tensors live on neuron:1: the wrapper enters a device guard, as
+    # for CUDA, so buffers, results and charges are neuron:1's (before: a pointwise graph
+    # returned its result on neuron:0, a graph with a matmul raised).
+    torch._dynamo.reset()
+    torch.neuron.set_device(0)
+    x = torch.randn(8, 8)
+    a = x.to("neuron:1")
+    pointwise = torch.compile(lambda t: t.sin() * 2, backend=backend)
+    matmul = torch.compile(lambda t: (t @ t).relu() + 1, backend=backend)
+    torch.neuron.synchronize(1)
+    before = torch.neuron.simulated_time_ns(1)
+    for fn, eager in ((pointwise, lambda t: t.sin() * 2), (matmul, lambda t: (t @ t).relu() + 1)):
+        got = fn(a)
+        assert got.device == torch.device("neuron", 1)
+        torch.testing.assert_close(got.cpu(), eager(x))
+    torch.neuron.synchronize(1)
+    assert torch.neuron.simulated_time_ns(1) > before
+    assert torch.neuron.current_device() == 0
+
+
 def test_device_interface_worker_answers_for_neuron():
     from torch._dynamo.device_interface import get_interface_for_device
 
@@ -435,6 +457,12 @@ def test_patched_inductor_internals_are_what_the_patches_expect():
 
     source = inspect.getsource(lowering.use_two_step_variance.__wrapped__)
     assert 'device.type == "cpu"' in source and "cpp.use_two_step_variance_threshold" in source
+    # device_need_guard enters a device guard for GPUs only.
+    from torch._inductor import utils
+
+    assert not utils.device_need_guard.__wrapped__("neuron")
+    assert "is_gpu" in inspect.getsource(utils.device_need_guard.__wrapped__)
+    assert scheduler.device_need_guard is utils.device_need_guard
     # is_cpu decides by device.type == "cpu".
     assert 'device.type == "cpu"' in inspect.getsource(scheduler.BaseSchedulerNode.is_cpu.__wrapped__)
 

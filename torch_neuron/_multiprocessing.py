@@ -9,6 +9,7 @@ Without this, PyTorch's reducer raised inside the queue's feeder thread, where n
 error, and the consumer waited forever.
 """
 
+from multiprocessing.context import get_spawning_popen
 from multiprocessing.reduction import ForkingPickler
 
 import torch
@@ -32,6 +33,21 @@ def _storage_span(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.as_strided((span,), (1,), tensor.storage_offset()).cpu()
 
 
+def _sent_copy(copy):
+    """`copy` (a CPU tensor or storage made to be pickled) outlives the pickling while a process
+    is being spawned: its shared-memory file descriptor is handed to the child only when the
+    child is started, after pickling (multiprocessing's popen_spawn_posix keeps the descriptor
+    number, not a duplicate), so the copy must not be freed before. It lives as long as the
+    Process object's popen. Through a queue or pipe the descriptor is duplicated at once."""
+    popen = get_spawning_popen()
+    if popen is not None:
+        kept = getattr(popen, "_torch_neuron_sent", None)
+        if kept is None:
+            kept = popen._torch_neuron_sent = []
+        kept.append(copy)
+    return copy
+
+
 def _reduce_tensor(tensor: torch.Tensor):
     if tensor.device.type != "neuron":
         return _torch_reductions.reduce_tensor(tensor)
@@ -45,14 +61,14 @@ def _reduce_tensor(tensor: torch.Tensor):
     cls = torch.nn.Parameter if isinstance(tensor, torch.nn.Parameter) else torch.Tensor
     data = tensor.detach().resolve_conj().resolve_neg()
     return (_rebuild_neuron_tensor,
-            (_storage_span(data), tuple(data.shape), tuple(data.stride()), tensor.device.index,
+            (_sent_copy(_storage_span(data)), tuple(data.shape), tuple(data.stride()), tensor.device.index,
              tensor.requires_grad, cls))
 
 
 def _reduce_storage(storage):
     if storage.device.type != "neuron":
         return _torch_reductions.reduce_storage(storage)
-    return (_rebuild_neuron_storage, (storage.cpu(), storage.device.index))
+    return (_rebuild_neuron_storage, (_sent_copy(storage.cpu()), storage.device.index))
 
 
 def _rebuild_neuron_storage(cpu_storage, index: int):

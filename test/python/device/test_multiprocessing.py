@@ -17,7 +17,7 @@ SCRIPT = """
 import json, sys, torch
 import torch.multiprocessing as mp
 
-def consumer(q, out):
+def consumer(q, out, arg, arg_storage):
     got = [q.get(timeout=60) for _ in range(4)]
     t, view, param, storage = got
     views = [q.get(timeout=60) for _ in range(4)]
@@ -28,6 +28,8 @@ def consumer(q, out):
         "param": [type(param).__name__, str(param.device), param.requires_grad],
         "storage": [storage.device.type, storage.nbytes()],
         "usable": (t.float() * 2).cpu().tolist(),
+        "args": [str(arg.device), arg.cpu().tolist(), arg_storage.device.type,
+                 arg_storage.nbytes()],
     }))
 
 LAYOUTS = lambda base: [base.flatten()[1::2], base.t(), base[:1].expand(3, 3), base[1:, ::2]]
@@ -35,7 +37,10 @@ LAYOUTS = lambda base: [base.flatten()[1::2], base.t(), base[:1].expand(3, 3), b
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     q, out = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=consumer, args=(q, out))
+    # Process arguments are pickled at start(); the child gets their shared memory later.
+    arg = torch.arange(3.0, device="neuron:1")
+    p = ctx.Process(target=consumer, args=(q, out, arg * 10, torch.ones(4).to("neuron")
+                                           .untyped_storage()))
     p.start()
     base = torch.arange(6.0, device="neuron:1").reshape(2, 3)
     q.put(base.to(torch.bfloat16))
@@ -63,6 +68,9 @@ def test_neuron_tensors_cross_a_queue_as_copies(tmp_path):
     assert got["param"] == ["Parameter", "neuron:0", True]
     assert got["storage"] == ["neuron", 24]
     assert got["usable"] == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    # As Process arguments (spawn), made just for the call (the child died before: the copy's
+    # shared memory was freed before the child was started).
+    assert got["args"] == ["neuron:1", [0.0, 10.0, 20.0], "neuron", 16]
     # Views keep their layout, as CPU tensors do through torch.multiprocessing (and CUDA's).
     base = torch.arange(6.0).reshape(2, 3)
     views = [base.flatten()[1::2], base.t(), base[:1].expand(3, 3), base[1:, ::2]]

@@ -31,6 +31,7 @@ from torch_neuron import distributed
 from torch_neuron import neuron
 from torch_neuron import profiler
 from torch_neuron._backend_meta import install as _install_fake_tensor_backend_meta
+from torch_neuron._data_parallel import install as _install_data_parallel
 from torch_neuron._multiprocessing import register_reducers as _register_reducers
 from torch_neuron._printing import install as _install_printing
 from torch_neuron.compile.cache import configure as _configure_compile_caches
@@ -162,6 +163,7 @@ def device_failed(device: _Any = None) -> bool:
 _C._register_host_kernels()
 _configure_compile_caches()  # keyed on this build; TorchNeuron's NEFF-cache variables apply
 _register_reducers()  # neuron tensors cross torch.multiprocessing as copies
+_install_data_parallel()  # nn.DataParallel's CUDA-only copy helpers, for neuron tensors
 _install_fake_tensor_backend_meta()  # backend metadata survives FakeTensor conversion
 _install_printing()  # print(tensor) formats a CPU copy: no device ops, no float64 warning
 _install_compiled_rng_replay()  # compiled checkpointed layers replay random ops on neuron

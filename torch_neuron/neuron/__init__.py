@@ -1,5 +1,7 @@
 """torch.neuron: the device module, shaped like torch.cuda."""
 
+from torch import OutOfMemoryError  # torch.neuron.OutOfMemoryError, as torch.cuda.OutOfMemoryError
+
 from torch_neuron.neuron.device import (
     NeuronDeviceProperties,
     current_device,

@@ -197,7 +197,8 @@ def test_resize_is_accounted():
 def test_out_of_memory_error_and_recovery():
     ooms = torch.neuron.memory_stats()["num_ooms"]
     allocated = torch.neuron.memory_allocated()
-    with pytest.raises(torch.OutOfMemoryError) as info:
+    # torch.neuron.OutOfMemoryError is torch.OutOfMemoryError, as torch.cuda's is.
+    with pytest.raises(torch.neuron.OutOfMemoryError) as info:
         torch.empty(30 * GiB, dtype=torch.uint8, device="neuron")
     message = str(info.value)
     assert "30.00 GiB" in message  # requested

@@ -136,6 +136,37 @@ uint64_t index_bytes(c10::ArrayRef<at::Tensor> inputs) {
   return bytes;
 }
 
+// Pairwise distances (cdist, pdist and their backward): every output element, or every element
+// of the input gradient, combines two rows of D features, D element operations, where any
+// other streaming op does one per element. (torch.cdist takes the matmul form for p = 2 on
+// large inputs; these are the other cases.)
+bool is_pairwise_distance(std::string_view base) {
+  return base == "cdist_forward" || base == "cdist_backward" || base == "pdist_forward" ||
+         base == "pdist_backward";
+}
+
+// The element operations of a pairwise-distance op: pairs x features.
+int64_t pairwise_distance_elements(std::string_view base, c10::ArrayRef<at::Tensor> inputs,
+                                   const at::Tensor& out) {
+  // The point sets are the inputs with features in their last dimension; the pairs are the
+  // distance matrix (the forward's output, the backward's incoming distances).
+  int64_t features = 1, pairs = 0;
+  for (const auto& t : inputs) {
+    if (t.defined() && t.dim() >= 2) features = std::max<int64_t>(features, t.size(-1));
+  }
+  const bool backward = base.find("backward") != std::string_view::npos;
+  if (!backward) {
+    pairs = out.defined() ? out.numel() : 0;
+  } else {
+    // cdist_backward(grad, x1, x2, p, cdist) and pdist_backward(grad, self, p, pdist): the
+    // distances are the last tensor argument.
+    for (const auto& t : inputs) {
+      if (t.defined()) pairs = t.numel();
+    }
+  }
+  return pairs * features;
+}
+
 }  // namespace
 
 std::string describe_tensors(c10::ArrayRef<at::Tensor> tensors) {
@@ -200,6 +231,9 @@ trnsim::Work describe_op(OpClass op_class, const std::string& name,
       break;
   }
   const std::string_view base = base_op_name(name);
+  if (is_pairwise_distance(base)) {
+    elements = std::max(elements, pairwise_distance_elements(base, inputs, out));
+  }
   if (op_class == OpClass::GpSimd && is_gather(base) && out.defined()) {
     return {trnsim::Gather{static_cast<uint64_t>(out.numel() * (complex ? 2 : 1)),
                            static_cast<uint64_t>(elements), out.nbytes(), index_bytes(inputs)},

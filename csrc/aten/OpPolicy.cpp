@@ -32,6 +32,8 @@ OpClass classify_op(const std::string& full_name) {
   std::string_view name(full_name);
   if (name.rfind("aten::", 0) == 0) name.remove_prefix(6);
   while (!name.empty() && name.front() == '_') name.remove_prefix(1);
+  // An in-place variant (addmm_, baddbmm_) does the work of its out-of-place op.
+  if (name.size() > 1 && name.back() == '_') name.remove_suffix(1);
 
   // TorchNeuron runs these on the CPU: matrix factorizations and solvers, FFTs.
   if (contains_any(name, {"cholesky", "linalg_eig", "linalg_svd", "linalg_qr", "linalg_lu",

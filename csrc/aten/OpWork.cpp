@@ -90,6 +90,11 @@ trnsim::Work matmul(const std::string& name, c10::ArrayRef<at::Tensor> inputs,
   const int64_t n = out.dim() >= 2 ? out.size(-1) : 1;
   const int64_t m = out.dim() >= 2 ? out.size(-2) : std::max<int64_t>(out.numel(), 1);
   int64_t batch = out.dim() >= 2 ? out.numel() / std::max<int64_t>(m * n, 1) : 1;
+  // addbmm sums its batch of products into one [m, n] result: the batch is the operand's.
+  if (lhs.dim() >= 3) {
+    batch = std::max<int64_t>(batch, lhs.numel() / std::max<int64_t>(lhs.size(-1) *
+                                                                       lhs.size(-2), 1));
+  }
   // A decomposed complex matmul is four real ones (re*re, im*im, re*im, im*re).
   if (out.is_complex()) batch *= 4;
   return {trnsim::Matmul{batch, m, k, n, matmul_precision(lhs.scalar_type())}, bytes};

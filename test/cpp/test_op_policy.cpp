@@ -13,6 +13,9 @@ using torch_neuron::OpClass;
 TEST(OpPolicy, EnginesByFamily) {
   EXPECT_EQ(classify_op("aten::mm"), OpClass::Matmul);
   EXPECT_EQ(classify_op("aten::baddbmm"), OpClass::Matmul);
+  EXPECT_EQ(classify_op("aten::baddbmm_"), OpClass::Matmul);  // in place: the same work
+  EXPECT_EQ(classify_op("aten::addmm_"), OpClass::Matmul);
+  EXPECT_EQ(classify_op("aten::addmv_"), OpClass::Matmul);
   EXPECT_EQ(classify_op("aten::convolution_overrideable"), OpClass::Convolution);
   EXPECT_EQ(classify_op("aten::add"), OpClass::Vector);
   EXPECT_EQ(classify_op("aten::exp"), OpClass::Scalar);

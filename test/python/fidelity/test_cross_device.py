@@ -64,7 +64,10 @@ def test_copy_waits_for_the_source_stream():
 
 def test_copy_waits_for_the_destination_stream():
     c = torch.empty(4096, 4096, dtype=torch.bfloat16, device="neuron:2")
-    c @ c  # neuron:2 is busy: nothing may overwrite its memory before it is done
+    # Whatever earlier tests left on the clocks, neuron:2 ends up busy past neuron:3: nothing may
+    # overwrite its memory before it is done.
+    torch.neuron.current_stream(2).wait_stream(torch.neuron.current_stream(3))
+    c @ c
     busy_until = clock(2)
     x = torch.empty(1024, 1024, device="neuron:3")
     assert clock(3) < busy_until

@@ -30,3 +30,22 @@ def test_pairwise_distances_cost_grows_with_the_features(op):
     with torch_neuron.predict_only():
         ratio = time_for(512) / time_for(64)
     assert 4 < ratio <= 8.5, ratio
+
+
+def test_in_place_and_summed_matmuls_cost_their_flops():
+    # addmm_, baddbmm_ and addmv_ were charged as one VectorE pass (their names did not match
+    # the matmul family), addbmm for one matrix of its batch.
+    with torch_neuron.predict_only():
+        a, b, c = (torch.empty(1024, 1024, device="neuron") for _ in range(3))
+        b1, b2 = (torch.empty(16, 256, 256, device="neuron") for _ in range(2))
+        m, v = torch.empty(256, 256, device="neuron"), torch.empty(1024, device="neuron")
+        assert simulated_us(lambda: c.addmm_(a, b)) == pytest.approx(
+            simulated_us(lambda: torch.addmm(c, a, b)), rel=1e-6)
+        assert simulated_us(lambda: b1.baddbmm_(b1, b2)) == pytest.approx(
+            simulated_us(lambda: torch.baddbmm(b1, b1, b2)), rel=1e-6)
+        assert simulated_us(lambda: v.addmv_(a, v)) == pytest.approx(
+            simulated_us(lambda: torch.addmv(v, a, v)), rel=1e-6)
+        # addbmm multiplies the whole batch (then sums it): at least the batched product's
+        # TensorE time, which bmm's charge (batch of 16) is dominated by.
+        assert simulated_us(lambda: torch.addbmm(m, b1, b2)) > 0.5 * simulated_us(
+            lambda: torch.bmm(b1, b2))

@@ -58,7 +58,10 @@ def select_instance(name: str | None) -> None:
     if not name:
         return
     os.environ["TORCH_NEURON_INSTANCE"] = name
-    actual = torch_neuron._C._instance_info()["name"]  # raises for an unknown name
+    try:
+        actual = torch_neuron._C._instance_info()["name"]
+    except RuntimeError as e:  # an unknown name: its message, without the C++ stack
+        raise RuntimeError(str(e).split("\nException raised from", 1)[0]) from None
     if actual != name:
         raise RuntimeError(f"the simulator already runs {actual}; set TORCH_NEURON_INSTANCE={name} "
                            "before starting Python instead")

@@ -135,6 +135,17 @@ def test_missing_script(tmp_path):
     assert REPORT not in result.stdout
 
 
+@pytest.mark.parametrize("command", ["info", "run"])
+def test_unknown_instance_is_one_line_without_a_cpp_stack(command, tmp_path):
+    script = tmp_path / "noop.py"
+    script.write_text("pass\n")
+    args = ("--instance", "bogus") if command == "info" else (str(script), "--instance", "bogus")
+    result = cli(command, *args)
+    assert result.returncode == 1, output(result)
+    assert "unknown Trainium instance type 'bogus'" in result.stderr
+    assert "Exception raised from" not in result.stderr and "frame #" not in result.stderr
+
+
 def test_info_on_a_large_instance():
     result = cli("info", "--instance", "trn2.48xlarge")
     assert result.returncode == 0, output(result)

@@ -12,12 +12,14 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
   - engine work is one streaming loop per loop nest (Inductor's SchedulerNode: one pointwise
     or reduction loop over its iteration space), described in trnsim's vocabulary (Note
     [Work descriptions] in trnsim/work.h) and costed by trnsim like an eager elementwise op
-    on that engine: a NeuronCore runs one instruction stream per pass whatever arithmetic it
-    chains inside (an activation applies scale, bias and its function in one instruction). A
-    loop with a transcendental function (exp, erf, tanh, rsqrt, ...) runs on ScalarE (with a
-    VectorE tensor-tensor pass when it also combines two tensors, as eager charges such ops);
-    one with an indirect (indexed) load or store on GpSimdE; any other on VectorE,
-    tensor-tensor when it reads two buffers;
+    on that engine. A loop with transcendental functions (exp, erf, tanh, rsqrt, ...) runs on
+    ScalarE, one pass per function (an activation instruction applies one function, with a
+    scale and a bias: nki.isa.activation), plus a VectorE tensor-tensor pass when it also
+    combines two tensors, as eager charges such ops; one with an indirect (indexed) load or
+    store on GpSimdE; any other on VectorE, tensor-tensor when it reads two buffers. The
+    arithmetic a loop chains is one pass (assumption: the compiler folds scalar arithmetic
+    into the activations' scale and bias and into tensor_scalar's two operators; a loop of
+    dozens of arithmetic operations per element is charged too little);
   - the launch overhead once: alone, the kernel would take launch + max(engines, HBM), never
     below the roofline of what it still reads and writes.
 The sizes are expressions of the graph's symbolic sizes, so a dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
@@ -110,8 +112,12 @@ class KernelWork:
             iteration, reduction = node.get_ranges()
             engine = _engine(node)
             two_inputs = engine != "gpsimd" and len({d.name for d in node.read_writes.reads}) >= 2
-            self.loops.append((engine, sympy_product(iteration) * sympy_product(reduction),
-                               two_inputs))
+            elements = sympy_product(iteration) * sympy_product(reduction)
+            self.loops.append((engine, elements, two_inputs))
+            if engine == "scalar":
+                # One ScalarE pass per activation function the loop applies.
+                functions = sum(node._body.op_counts.get(op, 0) for op in TRANSCENDENTAL)
+                self.loops += [("scalar", elements, False)] * (functions - 1)
             for origin in getattr(node.node, "origins", ()):
                 aten = origin.meta.get("original_aten")
                 if aten is not None and hasattr(aten, "_schema"):

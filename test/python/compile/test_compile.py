@@ -267,6 +267,33 @@ def test_one_fused_kernel_is_charged_by_the_formula():
     assert kernel["duration_ns"] == pytest.approx(1500 + max(vector_ns, hbm_ns), rel=1e-9)
 
 
+def test_a_fused_chain_of_activation_functions_makes_one_scalare_pass_each():
+    """An activation instruction applies one function (Note [Fused kernel cost]): fused, eight
+    chained functions make eight ScalarE passes, about what the eight eager ops cost (before:
+    one pass)."""
+    def chain(x):
+        return x.sin().exp().tanh().sigmoid().log1p().sqrt().cos().erf()
+
+    compiled = torch.compile(chain, backend="neuron")
+    x = torch.randn(256, 1024, device="neuron")
+    compiled(x)
+
+    def scalar_ns(fn):
+        with profiler.profile() as prof:
+            out = fn(x)
+        return out, sum(r["engine_ns"].get("ScalarE", 0) for r in prof.records)
+
+    one = torch.compile(lambda x: x.sin(), backend="neuron")
+    one(x)
+    fused_out, fused = scalar_ns(compiled)
+    eager_out, eager = scalar_ns(chain)
+    torch.testing.assert_close(fused_out.cpu(), eager_out.cpu())
+    # Eight passes (the kernel's passes share their instructions' fixed overheads, so a little
+    # under eight times one), about what eager charges (a few functions do extra work there).
+    assert 7 * scalar_ns(one)[1] < fused <= 8 * scalar_ns(one)[1]
+    assert fused == pytest.approx(eager, rel=0.1)
+
+
 def test_a_fused_gather_moves_the_rows_it_reads_not_the_table():
     """An embedding lookup fused with an add, [64] ids into a [100000, 256] float32 table: the
     kernel reads the 64 indexed rows (64 x 256 x 4 bytes, not the table's 100 MB), the int64

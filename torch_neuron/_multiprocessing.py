@@ -61,8 +61,8 @@ def _reduce_tensor(tensor: torch.Tensor):
     cls = torch.nn.Parameter if isinstance(tensor, torch.nn.Parameter) else torch.Tensor
     data = tensor.detach().resolve_conj().resolve_neg()
     return (_rebuild_neuron_tensor,
-            (_sent_copy(_storage_span(data)), tuple(data.shape), tuple(data.stride()), tensor.device.index,
-             tensor.requires_grad, cls))
+            (_sent_copy(_storage_span(data)), tuple(data.shape), tuple(data.stride()),
+             tensor.device.index, tensor.requires_grad, cls))
 
 
 def _reduce_storage(storage):

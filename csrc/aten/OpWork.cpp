@@ -153,13 +153,16 @@ bool is_pairwise_distance(std::string_view base) {
 // The element operations of a pairwise-distance op: pairs x features.
 int64_t pairwise_distance_elements(std::string_view base, c10::ArrayRef<at::Tensor> inputs,
                                    const at::Tensor& out) {
-  // The point sets are the inputs with features in their last dimension; the pairs are the
-  // distance matrix (the forward's output, the backward's incoming distances).
-  int64_t features = 1, pairs = 0;
-  for (const auto& t : inputs) {
-    if (t.defined() && t.dim() >= 2) features = std::max<int64_t>(features, t.size(-1));
-  }
+  // The features are the last dimension of the first point set: the first argument of the
+  // forward, the second of the backward (after the incoming gradient); the pairs are the
+  // distance matrix (the forward's output, the backward's distances).
   const bool backward = base.find("backward") != std::string_view::npos;
+  const size_t points = backward ? 1 : 0;
+  int64_t pairs = 0;
+  const int64_t features =
+      inputs.size() > points && inputs[points].defined() && inputs[points].dim() >= 2
+          ? inputs[points].size(-1)
+          : 1;
   if (!backward) {
     pairs = out.defined() ? out.numel() : 0;
   } else {

@@ -32,6 +32,18 @@ def test_pairwise_distances_cost_grows_with_the_features(op):
     assert 4 < ratio <= 8.5, ratio
 
 
+def test_cdist_backward_cost_grows_with_the_features_not_the_points():
+    def backward_us(points, features):
+        x = torch.randn(points, features, device="neuron", requires_grad=True)
+        y = torch.randn(points, features, device="neuron")
+        grad = torch.ones(points, points, device="neuron")
+        return simulated_us(lambda: torch.cdist(x, y, p=1).backward(grad))
+
+    # Its work is pairs x features: four times the features, about four times the time; the
+    # number of points (the incoming gradient's last dimension) is not a feature count.
+    assert 2.5 < backward_us(256, 256) / backward_us(256, 64) <= 4.5
+
+
 def test_in_place_and_summed_matmuls_cost_their_flops():
     # addmm_, baddbmm_ and addmv_ were charged as one VectorE pass (their names did not match
     # the matmul family), addbmm for one matrix of its batch.

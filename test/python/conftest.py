@@ -67,10 +67,13 @@ def on_shallow_stack(fn, *args, **kwargs):
         return pool.submit(fn, *args, **kwargs).result()
 
 
-def simulated_elapsed_ns(fn):
-    """Simulated device time that `fn` adds to the current neuron device's clock."""
+def simulated_elapsed_ns(fn, warmup=False):
+    """Simulated device time that `fn` adds to the current neuron device's clock; with
+    `warmup`, of its second call (the first warms up, unmeasured)."""
     import torch
 
+    if warmup:
+        fn()
     torch.neuron.synchronize()
     start = torch.neuron.simulated_time_ns()
     fn()

@@ -5,15 +5,11 @@ import pytest
 import torch
 
 import torch_neuron
+from conftest import simulated_elapsed_ns
 
 
 def simulated_us(call):
-    call()
-    torch.neuron.synchronize()
-    start = torch.neuron.simulated_time_ns()
-    call()
-    torch.neuron.synchronize()
-    return (torch.neuron.simulated_time_ns() - start) / 1e3
+    return simulated_elapsed_ns(call, warmup=True) / 1e3
 
 
 @pytest.mark.parametrize("op", ["cdist", "pdist"])

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-import torch_neuron  # noqa: F401
+import torch_neuron
+from conftest import simulated_elapsed_ns
 
 
 @pytest.fixture
@@ -38,25 +39,22 @@ def test_multihead_attention_fast_path_matches_cpu(fastpath):
     torch.testing.assert_close(got_weights.cpu(), weights, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_encoder_layer_fast_path_matches_cpu(fastpath, norm_first):
+ENCODERS = {
+    "layer": lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True),
+    "layer, norm first": lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True,
+                                                            norm_first=True),
+    # Without nested tensors, the encoder's layers take the padding mask on neuron.
+    "encoder without nested tensors": lambda: nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2, enable_nested_tensor=False),
+}
+
+
+@pytest.mark.parametrize("build", ENCODERS.values(), ids=ENCODERS.keys())
+def test_encoder_fast_path_with_a_padding_mask_matches_cpu(fastpath, build):
     torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, norm_first=norm_first)
-    cpu, neuron = pair(layer)
+    cpu, neuron = pair(build())
     x = torch.randn(2, 6, 32)
     padding = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
-    with torch.no_grad():
-        expected = cpu(x, src_key_padding_mask=padding)
-        got = neuron(x.to("neuron"), src_key_padding_mask=padding.to("neuron"))
-    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
-
-
-def test_encoder_without_nested_tensors_takes_a_padding_mask(fastpath):
-    torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
-    cpu, neuron = pair(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False))
-    x = torch.randn(2, 5, 16)
-    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
     with torch.no_grad():
         expected = cpu(x, src_key_padding_mask=padding)
         got = neuron(x.to("neuron"), src_key_padding_mask=padding.to("neuron"))
@@ -75,14 +73,9 @@ def test_nested_tensor_path_raises_a_clear_error(fastpath):
 
 
 def simulated_us(call):
-    """The simulated time of the second call (the first warms up)."""
+    """The simulated time of the second call, without autograd (the fast path's condition)."""
     with torch.no_grad():
-        call()
-        torch.neuron.synchronize()
-        start = torch.neuron.simulated_time_ns()
-        call()
-        torch.neuron.synchronize()
-    return (torch.neuron.simulated_time_ns() - start) / 1e3
+        return simulated_elapsed_ns(call, warmup=True) / 1e3
 
 
 def test_fast_path_is_charged_as_its_ops(fastpath):

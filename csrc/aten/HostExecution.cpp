@@ -74,6 +74,8 @@ struct OpInfo {
   bool partial_write;
   // running_mean and running_var are written although the schema does not say so.
   bool writes_running_stats;
+  // A pooling op's kernel_size argument, -1 for other ops (Note [Pooling windows]).
+  int pool_window_argument;
 };
 
 // Name, class and counter per operator, computed once (schemas live as long as the process).
@@ -111,7 +113,8 @@ const OpInfo& info_for(const c10::OperatorHandle& op) {
     const bool dense_first = base_name == "median" || base_name == "nanmedian";
     it = shared->emplace(schema, OpInfo{name, base_name, op_class, counter, generators,
                                         dense_first, writes_part_of_argument(base_name),
-                                        updates_unmarked_running_stats(base_name)})
+                                        updates_unmarked_running_stats(base_name),
+                                        pool_window_argument(base_name, *schema)})
              .first;
   }
   slot = {schema, &it->second};
@@ -435,7 +438,7 @@ void check_fallback_allowed(const std::string& name) {
 // device work or as a host round trip.
 void charge_host_op(const OpInfo& info, bool fallback, c10::DeviceIndex device,
                     c10::ArrayRef<at::Tensor> inputs, uint64_t input_bytes, uint64_t out_bytes,
-                    c10::ArrayRef<c10::IValue> outputs) {
+                    c10::ArrayRef<c10::IValue> outputs, int64_t pool_window) {
   if (fallback) {
     charge(current_queue(device), info.name, info.counter,
            {trnsim::HostRoundTrip{input_bytes, out_bytes}},
@@ -443,7 +446,8 @@ void charge_host_op(const OpInfo& info, bool fallback, c10::DeviceIndex device,
     return;
   }
   charge(current_queue(device), info.name, info.counter,
-         describe_op(info.op_class, info.name, inputs, outputs, input_bytes + out_bytes),
+         describe_op(info.op_class, info.name, inputs, outputs, input_bytes + out_bytes,
+                     pool_window),
          [&] { return describe_tensors(inputs); }, Placement::Device,
          Operands{inputs, {}, outputs, {}});
 }
@@ -474,6 +478,10 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool fallback =
       info.op_class == OpClass::Fallback || complex_round_trip(arguments);
   if (fallback) check_fallback_allowed(info.name);
+  // Read before the run replaces the arguments with the results.
+  const int64_t window = info.pool_window_argument < 0
+                             ? 1
+                             : pool_window(info.base_name, arguments[info.pool_window_argument]);
   if (!execution_enabled() && small_and_known(arguments)) {
     // Note [Known values in predict-only mode]: computed, and its results are known.
     c10::SmallVector<at::Tensor, 2> written;  // (the stack's arguments are gone after the run)
@@ -496,7 +504,8 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // no index checks and no float64 narrowing either).
     const PredictedOp predicted = predict_on_meta(op, stack);
     charge_host_op(info, fallback, predicted.device, predicted.inputs, predicted.input_bytes,
-                   predicted.output_bytes, torch::jit::last(*stack, schema.returns().size()));
+                   predicted.output_bytes, torch::jit::last(*stack, schema.returns().size()),
+                   window);
     return;
   }
 
@@ -536,7 +545,8 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   const auto outputs = torch::jit::last(*stack, schema.returns().size());
   if (!fallback && info.op_class != OpClass::GpSimd) warn_if_int64_overflows(info.name, outputs);
-  charge_host_op(info, fallback, device, run->inputs(), run->input_bytes(), out_bytes, outputs);
+  charge_host_op(info, fallback, device, run->inputs(), run->input_bytes(), out_bytes, outputs,
+                 window);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

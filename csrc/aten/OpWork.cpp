@@ -1,5 +1,7 @@
 #include "aten/OpWork.h"
 
+#include <ATen/core/function_schema.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
@@ -208,16 +210,31 @@ trnsim::Precision matmul_precision(c10::ScalarType dtype) {
 trnsim::Work describe_op(OpClass op_class, const std::string& name,
                          c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
                          uint64_t bytes) {
+  return describe_op(op_class, name, inputs, outputs, bytes, /*pool_window=*/1);
+}
+
+trnsim::Work describe_op(OpClass op_class, const std::string& name,
+                         c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
+                         uint64_t bytes, int64_t pool_window) {
   static const at::Tensor none;
   const at::Tensor* largest = largest_output(outputs);
   return describe_op(op_class, name, inputs, largest != nullptr ? *largest : none, bytes,
-                     name.compare(0, 15, "aten::_foreach_") == 0);
+                     name.compare(0, 15, "aten::_foreach_") == 0, pool_window);
 }
 
 trnsim::Work describe_op(OpClass op_class, const std::string& name,
                          c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out, uint64_t bytes,
-                         bool foreach) {
+                         bool foreach, int64_t pool_window) {
   int64_t elements = std::max<int64_t>(out.defined() ? out.numel() : 0, max_numel(inputs));
+  if (pool_window > 1) {
+    // Note [Pooling windows]: every pooled element reads its window: the output of a forward,
+    // the incoming gradient (the first argument) of a backward.
+    const bool backward = name.find("backward") != std::string::npos;
+    const at::Tensor* pooled = backward ? (inputs.empty() ? nullptr : &inputs.front()) : &out;
+    if (pooled != nullptr && pooled->defined()) {
+      elements = std::max(elements, pooled->numel() * pool_window);
+    }
+  }
   if (foreach) {
     // One launch over whole tensor lists: the engines process every element of every list.
     elements = 0;
@@ -275,6 +292,48 @@ trnsim::Work describe_kernel(OpClass op_class, const std::string& name,
 
 trnsim::Work vector_pass(const at::Tensor& t, uint64_t bytes) {
   return streaming(trnsim::Engine::Vector, t.numel(), bytes);
+}
+
+// Note [Pooling windows]
+// A pooling op is one engine pass per element of its window: NKI pools with tensor_reduce over
+// a window access pattern, so VectorE (GpSimdE for max pooling, OpPolicy) reads every element
+// of every window. Sized by its tensors alone, a 31x31 stride-1 max pool would cost a 1x1's;
+// a pool whose windows tile the input (kernel = stride, the default) reads each input element
+// once, so the window changes nothing there. The window comes from the op's `kernel_size`
+// argument, found once per operator. Max pooling's backward sends each incoming gradient to
+// the one input its index names (one pass, as before); avg pooling's spreads it over the
+// window. Adaptive pools have no kernel_size: their windows tile the input.
+int pool_window_argument(std::string_view base, const c10::FunctionSchema& schema) {
+  if (base.find("pool") == std::string_view::npos) return -1;
+  if (base.find("max") != std::string_view::npos &&
+      base.find("backward") != std::string_view::npos) {
+    return -1;
+  }
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].name() == "kernel_size") return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int64_t pool_window(std::string_view base, const c10::IValue& kernel_size) {
+  if (!kernel_size.isIntList()) return 1;
+  const auto sizes = kernel_size.toDimVector();
+  if (sizes.empty()) return 1;
+  // The spatial dimensions: the digit of "...pool2d...".
+  const size_t pool = base.find("pool");
+  int dims = 1;
+  if (pool != std::string_view::npos && pool + 4 < base.size() && base[pool + 4] >= '1' &&
+      base[pool + 4] <= '3') {
+    dims = base[pool + 4] - '0';
+  }
+  int64_t window = 1;
+  if (sizes.size() == 1) {
+    for (int d = 0; d < dims; ++d) window *= std::max<int64_t>(sizes[0], 1);
+  } else {
+    for (const int64_t size : sizes) window *= std::max<int64_t>(size, 1);
+  }
+  return window;
 }
 
 std::string_view base_op_name(std::string_view base) {

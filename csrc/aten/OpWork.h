@@ -15,6 +15,10 @@
 
 #include "aten/OpPolicy.h"
 
+namespace c10 {
+struct FunctionSchema;
+}
+
 namespace torch_neuron {
 
 // The work of op `name` of class `op_class` that read `inputs` and produced `outputs`, moving
@@ -22,11 +26,25 @@ namespace torch_neuron {
 trnsim::Work describe_op(OpClass op_class, const std::string& name,
                          c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
                          uint64_t bytes);
+// `pool_window`: for a pooling op, the elements of its window (pool_window below; 1 for every
+// other op).
+trnsim::Work describe_op(OpClass op_class, const std::string& name,
+                         c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
+                         uint64_t bytes, int64_t pool_window);
 // The same for an op whose work is sized by one output tensor (undefined when it has none);
 // `foreach`: a _foreach_ op, whose work is every element of its input lists.
 trnsim::Work describe_op(OpClass op_class, const std::string& name,
                          c10::ArrayRef<at::Tensor> inputs, const at::Tensor& out, uint64_t bytes,
-                         bool foreach);
+                         bool foreach, int64_t pool_window = 1);
+
+// Note [Pooling windows]: the position of the `kernel_size` argument of a pooling op whose
+// engine reads a whole window per pooled element (avg and max pooling forward, avg pooling
+// backward), -1 for any other op (max pooling backward scatters one gradient per element
+// through its indices).
+int pool_window_argument(std::string_view base, const c10::FunctionSchema& schema);
+// The window's elements for the op's `kernel_size` argument value (a one-element list stands
+// for the same size in each of the op's spatial dimensions, as PyTorch expands it).
+int64_t pool_window(std::string_view base, const c10::IValue& kernel_size);
 
 // The work of a dedicated kernel that read `inputs` and wrote `outputs` (its HBM traffic: all
 // of their bytes).

@@ -57,3 +57,41 @@ def test_in_place_and_summed_matmuls_cost_their_flops():
         # TensorE time, which bmm's charge (batch of 16) is dominated by.
         assert simulated_us(lambda: torch.addbmm(m, b1, b2)) > 0.5 * simulated_us(
             lambda: torch.bmm(b1, b2))
+
+
+def pool_us(op, window, backward=False):
+    # A stride-1 pool keeps the input's size: its engine reads window elements per output.
+    x = torch.empty(8, 64, 128, 128, device="neuron", requires_grad=backward)
+    pool = getattr(torch.nn.functional, op)
+    if not backward:
+        return simulated_us(lambda: pool(x, window, stride=1, padding=window // 2))
+    y = pool(x, window, stride=1, padding=window // 2)
+    grad = torch.empty_like(y)
+    return simulated_us(lambda: torch.autograd.grad(y, x, grad, retain_graph=True))
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+def test_pooling_costs_its_window(op):
+    # Note [Pooling windows]: a 9x9 window reads 9 times a 3x3's elements per output (both are
+    # engine-bound at this size). Before, both cost one pass over the tensor.
+    with torch_neuron.predict_only():
+        assert 6 < pool_us(op, 9) / pool_us(op, 3) <= 9.2
+
+
+def test_pooling_backward_costs_what_it_reads():
+    with torch_neuron.predict_only():
+        # avg pooling spreads each gradient over its window; max pooling sends it to the one
+        # input its index names, whatever the window.
+        assert 6 < pool_us("avg_pool2d", 9, True) / pool_us("avg_pool2d", 3, True) <= 9.2
+        assert pool_us("max_pool2d", 9, True) == pytest.approx(pool_us("max_pool2d", 3, True),
+                                                               rel=1e-6)
+
+
+def test_pooling_charges_the_same_executed_and_predicted():
+    def charge():
+        x = torch.zeros(2, 4, 32, 32, device="neuron")
+        return simulated_us(lambda: torch.nn.functional.max_pool2d(x, 7, stride=1, padding=3))
+
+    with torch_neuron.predict_only():
+        predicted = charge()
+    assert charge() == pytest.approx(predicted, rel=1e-9)

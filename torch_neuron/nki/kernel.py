@@ -20,7 +20,8 @@ import numpy as np
 
 from torch_neuron.nki import blas, dtypes
 from torch_neuron.nki import target as targets
-from torch_neuron.nki.errors import NkiValidationError, ShapeError, UninitializedReadError
+from torch_neuron.nki.errors import (MemorySpaceError, NkiValidationError, ShapeError,
+                                     UninitializedReadError)
 from torch_neuron.nki.language import _range_scope
 from torch_neuron.nki.range_loops import with_scoped_range_loops
 from torch_neuron.nki.tensor import (KernelRun, MemoryRegion, NkiTensor, pop_run, push_run,
@@ -74,6 +75,13 @@ class _Input:
 
 
 def _output(t: NkiTensor, like_torch, device, run: KernelRun):
+    if t.buffer.on_chip:
+        # NKI known issues, "Top-level tensors must be on HBM": a kernel's outputs are HBM
+        # tensors, stored from SBUF (nki/about/nki_known_issues).
+        raise MemorySpaceError(
+            f"the kernel returned {t!r}, a tile in {t.buffer.space.upper()}: a kernel's outputs "
+            f"must be in HBM. Allocate the output with nl.ndarray(shape, dtype, "
+            f"buffer=nl.shared_hbm) and store the tile into it (nl.store or nisa.dma_copy)")
     if run.predict_only:
         import torch
 

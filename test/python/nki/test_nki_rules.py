@@ -205,6 +205,19 @@ def test_memory_space_rules():
 
     raises(nki.MemorySpaceError, gpsimd_reads_psum, x, match="GpSimd Engine cannot access")
 
+    # A kernel's outputs are HBM tensors (NKI known issues: "Top-level tensors must be on
+    # HBM"), in predict-only mode too.
+    def returns_a_tile(a):
+        return load(a)
+
+    raises(nki.MemorySpaceError, returns_a_tile, x, match="outputs must be in HBM")
+    import torch
+    import torch_neuron
+
+    with torch_neuron.predict_only():
+        raises(nki.MemorySpaceError, returns_a_tile, torch.ones(16, 8, device="neuron"),
+               match="tile in SBUF")
+
 
 def test_out_of_bounds_access():
     x = np.ones((128, 64), np.float32)

@@ -11,6 +11,8 @@ namespace {
 
 TORCH_NEURON_THREAD_LOCAL c10::DeviceIndex tls_target_device = -1;
 TORCH_NEURON_THREAD_LOCAL trnsim::Queue* tls_target_queue = nullptr;  // may be null
+// The scope allocated with deferred peaks: its end settles them.
+TORCH_NEURON_THREAD_LOCAL bool tls_deferred_peaks = false;
 
 // Wraps the CPU allocator that was registered before torch_neuron loaded.
 class RedirectingCpuAllocator final : public c10::Allocator {
@@ -19,7 +21,9 @@ class RedirectingCpuAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(size_t nbytes) override {
     if (tls_target_device < 0) return host_->allocate(nbytes);
-    c10::DataPtr ptr = device_allocator().allocate_on(tls_target_device, nbytes, tls_target_queue);
+    c10::DataPtr ptr = device_allocator().allocate_on(tls_target_device, nbytes, tls_target_queue,
+                                                      /*deferred_peak=*/true);
+    tls_deferred_peaks = true;
     ptr.unsafe_set_device(c10::Device(c10::kCPU));  // the kernel sees a CPU tensor
     return ptr;
   }
@@ -65,6 +69,11 @@ AllocateOnDevice::AllocateOnDevice(c10::DeviceIndex device, trnsim::Queue* queue
 }
 
 AllocateOnDevice::~AllocateOnDevice() {
+  if (tls_deferred_peaks) {
+    // Note [Host kernel scratch]: what the kernel freed before returning was scratch.
+    device_allocator().settle_peaks(tls_target_device);
+    tls_deferred_peaks = false;
+  }
   tls_target_device = previous_;
   tls_target_queue = previous_queue_;
 }

@@ -6,6 +6,15 @@
 // AllocateOnDevice scope is alive, the CPU allocator (which torch_neuron wraps at load time)
 // serves this thread's requests from the device's caching allocator. Other threads, and this
 // thread outside the scope, get ordinary host memory.
+//
+// Note [Host kernel scratch]
+// A CPU kernel also allocates scratch it frees before returning (a convolution's im2col
+// columns, a sort's keys), which a NeuronCore's kernel keeps in SBUF or does not need. It
+// lands in HBM here, so the device must have room for it, but it must not count in the peak
+// memory statistics (max_memory_allocated, the run report's peak HBM): predict-only mode,
+// which runs no CPU kernel, would report less than the executed run. So allocations in a scope
+// raise the current statistics and leave the peaks alone, and the end of the scope sets each
+// peak to at least what is still allocated: the outputs, and what the op's arguments held.
 #pragma once
 
 #include <c10/core/Allocator.h>

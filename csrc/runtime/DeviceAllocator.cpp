@@ -47,11 +47,19 @@ struct Block {
   FreeBlocks::node_type free_node;           // set while the block is live
 };
 
-void update(StatArray& stats, size_t size, int64_t delta) {
+// `deferred_peak`: an increase whose peak waits for settle_peaks (Note [Host kernel scratch]).
+void update(StatArray& stats, size_t size, int64_t delta, bool deferred_peak = false) {
   const auto pool = size <= kSmallSize ? StatType::SMALL_POOL : StatType::LARGE_POOL;
   for (auto type : {StatType::AGGREGATE, pool}) {
     auto& stat = stats[static_cast<size_t>(type)];
-    delta > 0 ? stat.increase(delta) : stat.decrease(-delta);
+    if (delta < 0) {
+      stat.decrease(-delta);
+    } else if (deferred_peak) {
+      stat.current += delta;
+      stat.allocated += delta;
+    } else {
+      stat.increase(delta);
+    }
   }
 }
 
@@ -80,12 +88,20 @@ struct DeviceCache {
     update(stats.reserved_bytes, b->size, sign * static_cast<int64_t>(b->size));
     update(stats.segment, b->size, sign);
   }
-  void account_use(Block* b, int64_t sign) {
-    update(stats.allocated_bytes, b->size, sign * static_cast<int64_t>(b->size));
-    update(stats.active_bytes, b->size, sign * static_cast<int64_t>(b->size));
-    update(stats.requested_bytes, b->size, sign * static_cast<int64_t>(b->requested));
-    update(stats.allocation, b->size, sign);
-    update(stats.active, b->size, sign);
+  void account_use(Block* b, int64_t sign, bool deferred_peak = false) {
+    update(stats.allocated_bytes, b->size, sign * static_cast<int64_t>(b->size), deferred_peak);
+    update(stats.active_bytes, b->size, sign * static_cast<int64_t>(b->size), deferred_peak);
+    update(stats.requested_bytes, b->size, sign * static_cast<int64_t>(b->requested),
+           deferred_peak);
+    update(stats.allocation, b->size, sign, deferred_peak);
+    update(stats.active, b->size, sign, deferred_peak);
+  }
+  // What is allocated now counts towards the peaks (Note [Host kernel scratch]).
+  void settle_peaks() {
+    for (auto* array : {&stats.allocated_bytes, &stats.active_bytes, &stats.requested_bytes,
+                        &stats.allocation, &stats.active}) {
+      for (auto& stat : *array) stat.peak = std::max(stat.peak, stat.current);
+    }
   }
 
   // Gives every cached block back to HBM.
@@ -204,7 +220,7 @@ c10::DataPtr NeuronDeviceAllocator::allocate(size_t nbytes) {
 }
 
 c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t nbytes,
-                                                trnsim::Queue* current) {
+                                                trnsim::Queue* current, bool deferred_peak) {
   const c10::Device dev(kNeuron, index);
   // Checks the device index (and refuses a forked child), so the cache may skip that; a queue
   // passed in was looked up the same way.
@@ -242,7 +258,7 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
       ++cache.stats.num_device_alloc;
     }
     block->requested = nbytes;
-    cache.account_use(block, +1);
+    cache.account_use(block, +1, deferred_peak);
     st.live.insert(block->ptr, block);
   }
   // Reuse across streams waits for the previous users on the simulated clock (on the same
@@ -251,6 +267,12 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
   block->queue = &queue;
   block->other_streams.clear();
   return {block->ptr, block->ptr, &free_block, dev};
+}
+
+void NeuronDeviceAllocator::settle_peaks(c10::DeviceIndex index) {
+  auto& st = state();
+  std::lock_guard<trnsim::SpinLock> lock(st.mutex);
+  st.caches[index].settle_peaks();
 }
 
 c10::DeleterFnPtr NeuronDeviceAllocator::raw_deleter() const { return &free_block; }

@@ -43,8 +43,12 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
 
   // Allocates on an explicit device (allocate() uses the current device). `queue`: the queue of
   // that device's current stream, when the caller already looked it up (current_queue(device)).
+  // `deferred_peak`: the allocation counts towards the peak statistics only if it is still
+  // live at the next settle_peaks (Note [Host kernel scratch]).
   c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes,
-                           trnsim::Queue* queue = nullptr);
+                           trnsim::Queue* queue = nullptr, bool deferred_peak = false);
+  // The peak statistics of `device` take in what is allocated now.
+  void settle_peaks(c10::DeviceIndex device);
   // Whether `ptr` came from this allocator (whatever device its DataPtr now claims).
   static bool owns(const c10::DataPtr& ptr);
   // Frees `ptr` if it is the start of a live block of this allocator; false otherwise.

@@ -56,9 +56,29 @@ def test_predicted_time_and_memory_equal_a_real_run():
     predicted = run_python_json(TRAIN.format(execute=False))
     assert predicted["ns"] == pytest.approx(real["ns"], rel=1e-9)
     assert predicted["ops"] == real["ops"]
-    # The real run also counts the scratch buffers ATen's CPU kernels allocate (a few KiB,
-    # in HBM since host execution redirects them there); Trainium kernels have none.
-    assert real["peak"] - 64 * 1024 <= predicted["peak"] <= real["peak"]
+    # The scratch ATen's CPU kernels allocate in HBM does not count in the executed run's peak
+    # (Note [Host kernel scratch]): Trainium kernels have none.
+    assert predicted["peak"] == real["peak"]
+
+
+def test_cpu_kernel_scratch_is_not_in_the_peak():
+    # A convolution's CPU kernel allocates its im2col columns (twice the output here) and frees
+    # them before it returns; they counted in the executed run's peak, which was then twice
+    # what predict-only mode reported.
+    def peak_of_conv():
+        x = torch.zeros(16, 64, 56, 56, device="neuron")
+        w = torch.zeros(64, 64, 3, 3, device="neuron")
+        torch.neuron.synchronize()
+        torch.neuron.empty_cache()  # a larger cached block would count in full
+        torch.neuron.reset_peak_memory_stats()
+        base = torch.neuron.memory_allocated()
+        y = torch.nn.functional.conv2d(x, w, padding=1)
+        return torch.neuron.max_memory_allocated() - base, y.untyped_storage().nbytes()
+
+    with torch_neuron.predict_only():
+        predicted, output_bytes = peak_of_conv()
+    executed, _ = peak_of_conv()
+    assert predicted == executed == output_bytes
 
 
 OPS = [

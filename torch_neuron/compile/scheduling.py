@@ -9,22 +9,27 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
     table read by a gather, moves only the elements the loop touches (one per iteration of
     each such access, at most the buffer), as the eager gather is charged for the rows it
     reads (trnsim's Gather work): the DMA fetches the indexed rows, not the table;
-  - engine work is one streaming loop per loop nest (Inductor's SchedulerNode: one pointwise
-    or reduction loop over its iteration space), described in trnsim's vocabulary (Note
-    [Work descriptions] in trnsim/work.h) and costed by trnsim like an eager elementwise op
-    on that engine. A loop with transcendental functions (exp, erf, tanh, rsqrt, ...) runs on
-    ScalarE, one pass per function (an activation instruction applies one function, with a
-    scale and a bias: nki.isa.activation), plus a VectorE tensor-tensor pass when it also
-    combines two tensors, as eager charges such ops; one with an indirect (indexed) load or
-    store on GpSimdE; any other on VectorE, tensor-tensor when it reads two buffers. The
-    arithmetic a loop chains is one pass (assumption: the compiler folds scalar arithmetic
-    into the activations' scale and bias and into tensor_scalar's two operators; a loop of
-    dozens of arithmetic operations per element is charged too little);
+  - engine work is, per loop nest (Inductor's SchedulerNode: one pointwise or reduction loop
+    over its iteration space), passes over that space in trnsim's vocabulary (Note [Work
+    descriptions] in trnsim/work.h), costed by trnsim at the eager engines' rates (its
+    FusedKernel: one instruction stream per kind of pass). A loop with an indirect (indexed) load or store is one GpSimdE pass. Any
+    other loop is the instructions its body compiles to, each one pass over the loop's
+    elements (_instructions): one ScalarE activation per transcendental function (exp, erf,
+    tanh, rsqrt, ...), which also applies a scale and a bias (nki.isa.activation computes
+    func(in * scale + bias)), so the one or two scalar multiplies and adds just before it cost
+    nothing more; one VectorE tensor_tensor (two inputs) per operation on two tensors, which
+    also applies one scalar operation to one of them just before (scalar_tensor_tensor); one
+    VectorE tensor_scalar per operation on a tensor and constants, two chained ones sharing
+    an instruction (tensor_scalar applies op0 then op1); one VectorE pass per reduction. Loads,
+    stores, constants, casts (the dtype an instruction writes) and arithmetic on the loop
+    indices alone (addresses) are no instruction, nor is choosing by position between masked
+    loads (concatenation, padding: each element comes from one place, which the DMA reads);
+    a loop with no other instruction (a copy) is one VectorE pass;
   - the launch overhead once: alone, the kernel would take launch + max(engines, HBM), never
     below the roofline of what it still reads and writes.
 The sizes are expressions of the graph's symbolic sizes, so a dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
 runs right after the kernel: _charge_kernel(device, name, bytes, [(engine, elements, two
-inputs) per loop], 16-bit, fused ATen ops, [buffers read], [buffers written]). Inside the
+inputs) per pass], 16-bit, fused ATen ops, [buffers read], [buffers written]). Inside the
 compiled graph's region (Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h), which is
 where the generated wrapper runs it, the charge joins the graph's schedule instead of launching:
 its buffers give its dependencies, and the graph pays the launch overhead once.
@@ -76,14 +81,87 @@ def _moved_bytes(name: str, nodes) -> sympy.Expr:
     return sympy.Min(whole, sympy.Add(*touched) * V.graph.get_dtype(name).itemsize)
 
 
-def _engine(node) -> str:
-    """The engine of one loop nest (Note [Fused kernel cost])."""
-    counts = node._body.op_counts
-    if counts.get("indirect_indexing", 0):
-        return "gpsimd"
-    if any(counts.get(op, 0) for op in TRANSCENDENTAL):
-        return "scalar"
-    return "vector"
+# Loop-body operations that are no engine instruction: data movement, constants, indexing
+# and casts (Note [Fused kernel cost]).
+_NO_INSTRUCTION = frozenset({
+    "load", "store", "store_reduction", "constant", "to_dtype", "to_dtype_bitcast", "index_expr",
+    "masked", "output", "indirect_indexing", "check_bounds", "load_seed", "identity",
+    "get_index", "placeholder"})
+# The scalar operations an activation's scale and bias apply.
+_AFFINE = frozenset({"add", "sub", "mul", "truediv"})
+
+
+def _index(body, load):
+    """The index expression a load node reads at."""
+    get_index = load.args[2]
+    return body.indexing_exprs[get_index.args[0]]
+
+
+def _instructions(body):
+    """(ScalarE activations, VectorE two-input instructions, VectorE one-input instructions)
+    of one loop body (Note [Fused kernel cost])."""
+    nodes = [n for n in body.get_nodes() if n.op == "call_method"]
+    loop_vars = [*body.iter_vars, *body.reduce_vars]
+    innermost = loop_vars[-1] if len(loop_vars) > 1 else None
+    # Values the same along the innermost (free) dimension: constants, and loads that do not
+    # move along it (a row's mean), which an instruction takes as a per-partition scalar.
+    constants = set()
+    positions = set()  # values computed from the loop indices alone (addresses, not data)
+    activations, two_input = [], []
+    instruction_of = {}  # value -> the one-input instruction that computes it
+    operators = {}  # one-input instruction (its first node) -> its operator names
+    for n in nodes:
+        name = str(n.target)
+        operands = [a for a in n.args[1:] if hasattr(a, "op")]
+        tensors = [a for a in operands if a not in constants]
+        if name == "constant" or (name == "load" and innermost is not None
+                                  and innermost not in _index(body, n).free_symbols):
+            constants.add(n)
+        elif (operands and all(a in constants for a in operands)
+              and name not in ("store", "store_reduction", "reduction")):
+            constants.add(n)  # arithmetic on per-partition scalars: one element per row
+        elif name == "index_expr" or (tensors and all(a in positions for a in tensors)):
+            positions.add(n)
+        elif name == "where" and tensors[0] in positions and all(
+                a.op == "call_module" for a in tensors[1:]):
+            pass  # concatenation or padding: each element is loaded from one place (DMA)
+        elif name in _NO_INSTRUCTION:
+            # A cast is the dtype its producer writes: it passes that instruction on.
+            if name.startswith("to_dtype") and tensors and tensors[0] in instruction_of:
+                instruction_of[n] = instruction_of[tensors[0]]
+        elif name in TRANSCENDENTAL:
+            activations.append(n)
+        elif name == "reduction":
+            operators[n] = [name]  # tensor_reduce: one input; nothing chains into it
+        elif len(tensors) >= 2:
+            two_input.append(n)
+        else:
+            # tensor_scalar applies two operators: the second of a chain joins the first's
+            # instruction when nothing else reads the value between them.
+            source = instruction_of.get(tensors[0]) if tensors else None
+            if (source is not None and len(operators[source]) == 1
+                    and len(tensors[0].users) == 1):
+                operators[source].append(name)
+                instruction_of[n] = source
+            else:
+                operators[n] = [name]
+                instruction_of[n] = n
+
+    def absorb(consumer, most, applies):
+        # Drops the one-input instruction that feeds only `consumer` when `consumer` applies
+        # its operators itself (at most `most` of them, each passing `applies`).
+        for value in consumer.args[1:]:
+            source = instruction_of.get(value) if hasattr(value, "op") else None
+            if (source in operators and len(value.users) == 1
+                    and len(operators[source]) <= most and all(map(applies, operators[source]))):
+                del operators[source]
+                return
+
+    for n in activations:  # func(in * scale + bias)
+        absorb(n, 2, lambda op: op in _AFFINE)
+    for n in two_input:  # scalar_tensor_tensor: (in0 op0 scalar) op1 in1
+        absorb(n, 1, lambda op: op != "reduction")
+    return len(activations), len(two_input), len(operators)
 
 
 class KernelWork:
@@ -110,14 +188,15 @@ class KernelWork:
         sixteen_bit = False
         for node in group.scheduled_nodes:
             iteration, reduction = node.get_ranges()
-            engine = _engine(node)
-            two_inputs = engine != "gpsimd" and len({d.name for d in node.read_writes.reads}) >= 2
             elements = sympy_product(iteration) * sympy_product(reduction)
-            self.loops.append((engine, elements, two_inputs))
-            if engine == "scalar":
-                # One ScalarE pass per activation function the loop applies.
-                functions = sum(node._body.op_counts.get(op, 0) for op in TRANSCENDENTAL)
-                self.loops += [("scalar", elements, False)] * (functions - 1)
+            if node._body.op_counts.get("indirect_indexing", 0):
+                self.loops.append(("gpsimd", elements, False))
+            else:
+                activations, tensor_tensor, one_input = _instructions(node._body)
+                passes = ([("scalar", elements, False)] * activations
+                          + [("vector", elements, True)] * tensor_tensor
+                          + [("vector", elements, False)] * one_input)
+                self.loops += passes or [("vector", elements, False)]
             for origin in getattr(node.node, "origins", ()):
                 aten = origin.meta.get("original_aten")
                 if aten is not None and hasattr(aten, "_schema"):

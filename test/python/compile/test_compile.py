@@ -242,10 +242,11 @@ def test_compiled_step_launches_fewer_ops_and_is_predicted_faster():
 
 def test_one_fused_kernel_is_charged_by_the_formula():
     """relu(x * y + 1) over [256, 1024] float32 is one kernel of one loop: it reads x and y and
-    writes the result (3 x 1 MiB of HBM), makes one VectorE pass that combines two tensors
-    (2 cycles per element and lane, 100 cycles per 2048-element instruction), and pays the
-    launch overhead once (Note [Fused kernel cost]). Its graph is that one kernel, so the graph's
-    launch (Note [Compiled graph schedule]) takes what the kernel alone would."""
+    writes the result (3 x 1 MiB of HBM), makes two VectorE passes, a tensor_tensor for x * y
+    (2 cycles per element and lane) and a tensor_scalar for + 1 and max 0 (its two operators,
+    1 cycle), each with 100 cycles per 2048-element instruction, and pays the launch overhead
+    once (Note [Fused kernel cost]). Its graph is that one kernel, so the graph's launch (Note
+    [Compiled graph schedule]) takes what the kernel alone would."""
     f = torch.compile(lambda x, y: torch.relu(x * y + 1), backend="neuron")
     x = torch.randn(256, 1024, device="neuron")
     y = torch.randn(256, 1024, device="neuron")
@@ -258,7 +259,7 @@ def test_one_fused_kernel_is_charged_by_the_formula():
     (kernel,) = [r for r in prof.records if r["name"].startswith("compiled graph")]
     info = torch_neuron._C._instance_info()
     per_lane = math.ceil(256 * 1024 / (128 * info["physical_cores_per_logical"]))
-    vector_ns = (2 * per_lane + 100 * math.ceil(per_lane / 2048)) / info["vector_engine_ghz"]
+    vector_ns = (3 * per_lane + 2 * 100 * math.ceil(per_lane / 2048)) / info["vector_engine_ghz"]
     bytes_moved = 3 * 256 * 1024 * 4
     hbm_ns = bytes_moved / info["stream_gbps_per_core"]
     assert kernel["bytes"] == bytes_moved
@@ -292,6 +293,36 @@ def test_a_fused_chain_of_activation_functions_makes_one_scalare_pass_each():
     # under eight times one), about what eager charges (a few functions do extra work there).
     assert 7 * scalar_ns(one)[1] < fused <= 8 * scalar_ns(one)[1]
     assert fused == pytest.approx(eager, rel=0.1)
+
+
+def test_a_fused_chain_of_arithmetic_costs_its_instructions():
+    """Six rounds of x = x * y + 1 over [256, 1024] float32, one loop (Note [Fused kernel
+    cost]): each x * y is a tensor_tensor that also applies the previous + 1
+    (scalar_tensor_tensor), and the last + 1 is a tensor_scalar: six two-input passes and one
+    one-input pass (before: one pass for the whole chain), at 2 and 1 cycles per element and
+    lane, with 100 cycles per 2048 elements of each kind of pass (trnsim's FusedKernel: one
+    instruction stream per kind). (Inductor splits longer chains into loops of its own
+    choosing.)"""
+    def chain(x, y):
+        for _ in range(6):
+            x = x * y + 1
+        return x
+
+    compiled = torch.compile(chain, backend="neuron")
+    x = torch.randn(256, 1024, device="neuron") / 4
+    y = torch.randn(256, 1024, device="neuron") / 4
+    compiled(x, y)
+    with profiler.profile() as prof:
+        out = compiled(x, y)
+    torch.testing.assert_close(out.cpu(), chain(x.cpu(), y.cpu()))
+    info = torch_neuron._C._instance_info()
+    per_lane = math.ceil(256 * 1024 / (128 * info["physical_cores_per_logical"]))
+    two_input, one_input = 6 * per_lane, per_lane
+    cycles = (2 * two_input + 100 * math.ceil(two_input / 2048)
+              + one_input + 100 * math.ceil(one_input / 2048))
+    expected = cycles / info["vector_engine_ghz"]
+    (graph,) = [r for r in prof.records if r["name"].startswith("compiled graph")]
+    assert graph["engine_ns"]["VectorE"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_a_fused_gather_moves_the_rows_it_reads_not_the_table():

@@ -16,7 +16,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # torch first, pinned: an unpinned or isolated install would pull a multi-GB CUDA build.
-python -m pip install -q "torch==2.13.0" numpy pytest expecttest matplotlib
+python -m pip install -q "torch==2.13.0" numpy pytest "pytest-xdist==3.8.0" expecttest matplotlib
 # Hugging Face libraries for the Hugging Face tests, pinned to versions that run on torch 2.13
 # (the same pins as the `hf` extra in pyproject.toml).
 python -m pip install -q "transformers==5.24.0" "accelerate==1.16.0" "safetensors==0.8.0" \

@@ -23,7 +23,7 @@ pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
 
 # Six 2-rank launches with accelerate and transformers, about 1 min (test/README.md).
-pytestmark = pytest.mark.extended
+pytestmark = [pytest.mark.extended, pytest.mark.whole_machine]
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repository
 EXAMPLE = os.path.join(REPO, "examples", "hf_fsdp_finetune.py")

@@ -72,6 +72,7 @@ def test_device_map_auto_spreads_a_model_too_big_for_one_core(tmp_path, whole_hb
         assert torch.neuron.max_memory_reserved(d) <= limits[d.index]
 
 
+@pytest.mark.whole_machine
 @pytest.mark.extended  # a 2-rank launch with transformers: 24 s (test/README.md)
 def test_fsdp2_trains_a_model_no_single_core_can_hold(tmp_path):
     # At 4 model sizes per process, one device cannot hold weights, gradients and AdamW's two

@@ -39,7 +39,7 @@ EXAMPLE = os.path.join(REPO, "examples", "hf_tp_generate.py")
 NEW_TOKENS = 8
 CACHES = ("dynamic", "static")
 # Two launches, about 1 min with their CPU references (test/README.md).
-pytestmark = pytest.mark.extended
+pytestmark = [pytest.mark.extended, pytest.mark.whole_machine]
 TIMEOUT = 180  # per launch: 9-26 s on an idle 2-core machine, 2-4x that when it is busy
 
 # 8 query heads and 4 key/value heads: grouped-query attention on 2 ranks (and on 4).

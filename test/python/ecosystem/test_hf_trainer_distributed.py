@@ -29,7 +29,7 @@ for _module in ("accelerate", "transformers", "trl", "peft", "datasets", "tokeni
         pytest.skip(f"{_module} missing: install with scripts/install.sh", allow_module_level=True)
 
 # Two 2-rank launches with the Hugging Face training stack, about 27 s (test/README.md).
-pytestmark = pytest.mark.extended
+pytestmark = [pytest.mark.extended, pytest.mark.whole_machine]
 
 RANKS = 2
 CASES = ("trainer_ddp", "trainer_fsdp2", "trainer_fsdp2_accum", "sft_lora_ddp", "lora_fsdp2",

@@ -12,15 +12,32 @@ from torch_neuron.neuron.device import _index, _lazy_init
 
 
 class Stream(torch.Stream):
-    """A neuron stream (a simulated queue). Work on one stream is ordered; streams overlap."""
+    """A neuron stream (a simulated queue). Work on one stream is ordered; streams overlap.
+
+    `priority` is accepted as torch.cuda.Stream takes it and mapped into priority_range(),
+    which is (0, 0): the simulated NeuronCore's streams take its engines in the order the host
+    issues their work (Note [Shared engines] in trnsim/queue.h), so no stream's work goes
+    ahead of another's, as on a GPU whose range is one priority."""
 
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
         if "stream_id" in kwargs:  # rebuilding a stream torch already has
             return super().__new__(cls, **kwargs)
+        if not isinstance(priority, int):
+            raise TypeError(f"torch.neuron.Stream: priority must be an int, got "
+                            f"{type(priority).__name__}")
         _lazy_init()  # as torch.cuda.Stream: refused in a child forked after initialization
         with torch.neuron.device(device):
             return super().__new__(cls, device=torch.device("neuron", _index(device)),
-                                   priority=priority)
+                                   priority=0)
+
+    @property
+    def priority(self) -> int:
+        return 0
+
+    @staticmethod
+    def priority_range() -> tuple:
+        """(lowest, highest) priority, as torch.cuda.Stream.priority_range: one priority."""
+        return (0, 0)
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):

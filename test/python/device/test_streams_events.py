@@ -50,6 +50,17 @@ def test_new_streams():
         assert torch.neuron.Stream().device_index == 3
 
 
+def test_stream_priority_maps_into_a_range_of_one():
+    # As torch.cuda.Stream maps a priority outside its range to the nearest one: the simulated
+    # core's streams take its engines in issue order, one priority (FSDP2 asks for -1).
+    assert torch.neuron.Stream.priority_range() == (0, 0)
+    for priority in (-5, -1, 0, 3):
+        s = torch.neuron.Stream(priority=priority)
+        assert s.priority == 0 and s.device.type == "neuron"
+    with pytest.raises(TypeError, match="priority must be an int"):
+        torch.neuron.Stream(priority="high")
+
+
 def test_pool_gives_32_distinct_streams():
     # Like CUDA, new streams come round-robin from a pool of 32 per device; asking for the
     # default stream does not use one up.

@@ -12,27 +12,31 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
   - engine work is, per loop nest (Inductor's SchedulerNode: one pointwise or reduction loop
     over its iteration space), passes over that space in trnsim's vocabulary (Note [Work
     descriptions] in trnsim/work.h), costed by trnsim at the eager engines' rates (its
-    FusedKernel: one instruction stream per kind of pass). A loop with an indirect (indexed) load or store is one GpSimdE pass. Any
-    other loop is the instructions its body compiles to, each one pass over the loop's
+    FusedKernel: one instruction stream per kind of pass). A loop with an indirect (indexed)
+    load or store is one GpSimdE pass. Any other loop is the instructions its body compiles
+    to, each one pass over the loop's
     elements (_instructions): one ScalarE activation per transcendental function (exp, erf,
     tanh, rsqrt, ...), which also applies a scale and a bias (nki.isa.activation computes
     func(in * scale + bias)), so the one or two scalar multiplies and adds just before it cost
     nothing more; one VectorE tensor_tensor (two inputs) per operation on two tensors, which
     also applies one scalar operation to one of them just before (scalar_tensor_tensor); one
-    VectorE tensor_scalar per operation on a tensor and constants, two chained ones sharing
-    an instruction (tensor_scalar applies op0 then op1); one VectorE pass per reduction. Loads,
+    VectorE tensor_scalar per operation on a tensor and scalars (constants, or values that do
+    not change along the innermost dimension, such as a row's mean: per-partition scalars),
+    two chained ones sharing an instruction (tensor_scalar applies op0 then op1), and none for
+    arithmetic on scalars alone (one element per row); one VectorE pass per reduction. Loads,
     stores, constants, casts (the dtype an instruction writes) and arithmetic on the loop
     indices alone (addresses) are no instruction, nor is choosing by position between masked
     loads (concatenation, padding: each element comes from one place, which the DMA reads);
     a loop with no other instruction (a copy) is one VectorE pass;
   - the launch overhead once: alone, the kernel would take launch + max(engines, HBM), never
     below the roofline of what it still reads and writes.
-The sizes are expressions of the graph's symbolic sizes, so a dynamic-shape kernel is charged for the shape it runs with. The charge is one line the wrapper
-runs right after the kernel: _charge_kernel(device, name, bytes, [(engine, elements, two
-inputs) per pass], 16-bit, fused ATen ops, [buffers read], [buffers written]). Inside the
-compiled graph's region (Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h), which is
-where the generated wrapper runs it, the charge joins the graph's schedule instead of launching:
-its buffers give its dependencies, and the graph pays the launch overhead once.
+The sizes are expressions of the graph's symbolic sizes, so a dynamic-shape kernel is charged
+for the shape it runs with. The charge is one line the wrapper runs right after the kernel:
+_charge_kernel(device, name, bytes, [(engine, elements, two inputs) per pass], 16-bit, fused
+ATen ops, [buffers read], [buffers written]). Inside the compiled graph's region
+(Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h), which is where the generated
+wrapper runs it, the charge joins the graph's schedule instead of launching: its buffers give
+its dependencies, and the graph pays the launch overhead once.
 """
 
 import sympy
@@ -103,9 +107,10 @@ def _instructions(body):
     nodes = [n for n in body.get_nodes() if n.op == "call_method"]
     loop_vars = [*body.iter_vars, *body.reduce_vars]
     innermost = loop_vars[-1] if len(loop_vars) > 1 else None
-    # Values the same along the innermost (free) dimension: constants, and loads that do not
-    # move along it (a row's mean), which an instruction takes as a per-partition scalar.
-    constants = set()
+    # Values the same along the innermost (free) dimension: constants, loads that do not move
+    # along it (a row's mean) and arithmetic on them, which an instruction takes as a
+    # per-partition scalar operand.
+    scalars = set()
     positions = set()  # values computed from the loop indices alone (addresses, not data)
     activations, two_input = [], []
     instruction_of = {}  # value -> the one-input instruction that computes it
@@ -113,13 +118,13 @@ def _instructions(body):
     for n in nodes:
         name = str(n.target)
         operands = [a for a in n.args[1:] if hasattr(a, "op")]
-        tensors = [a for a in operands if a not in constants]
+        tensors = [a for a in operands if a not in scalars]
         if name == "constant" or (name == "load" and innermost is not None
                                   and innermost not in _index(body, n).free_symbols):
-            constants.add(n)
-        elif (operands and all(a in constants for a in operands)
+            scalars.add(n)
+        elif (operands and all(a in scalars for a in operands)
               and name not in ("store", "store_reduction", "reduction")):
-            constants.add(n)  # arithmetic on per-partition scalars: one element per row
+            scalars.add(n)  # arithmetic on per-partition scalars: one element per row
         elif name == "index_expr" or (tensors and all(a in positions for a in tensors)):
             positions.add(n)
         elif name == "where" and tensors[0] in positions and all(

@@ -209,12 +209,6 @@ trnsim::Precision matmul_precision(c10::ScalarType dtype) {
 
 trnsim::Work describe_op(OpClass op_class, const std::string& name,
                          c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
-                         uint64_t bytes) {
-  return describe_op(op_class, name, inputs, outputs, bytes, /*pool_window=*/1);
-}
-
-trnsim::Work describe_op(OpClass op_class, const std::string& name,
-                         c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
                          uint64_t bytes, int64_t pool_window) {
   static const at::Tensor none;
   const at::Tensor* largest = largest_output(outputs);

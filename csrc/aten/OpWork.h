@@ -22,15 +22,11 @@ struct FunctionSchema;
 namespace torch_neuron {
 
 // The work of op `name` of class `op_class` that read `inputs` and produced `outputs`, moving
-// `bytes` through HBM.
+// `bytes` through HBM. `pool_window`: for a pooling op, the elements of its window
+// (pool_window below; 1 for every other op).
 trnsim::Work describe_op(OpClass op_class, const std::string& name,
                          c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
-                         uint64_t bytes);
-// `pool_window`: for a pooling op, the elements of its window (pool_window below; 1 for every
-// other op).
-trnsim::Work describe_op(OpClass op_class, const std::string& name,
-                         c10::ArrayRef<at::Tensor> inputs, c10::ArrayRef<c10::IValue> outputs,
-                         uint64_t bytes, int64_t pool_window);
+                         uint64_t bytes, int64_t pool_window = 1);
 // The same for an op whose work is sized by one output tensor (undefined when it has none);
 // `foreach`: a _foreach_ op, whose work is every element of its input lists.
 trnsim::Work describe_op(OpClass op_class, const std::string& name,

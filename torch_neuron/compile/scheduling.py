@@ -88,9 +88,8 @@ def _moved_bytes(name: str, nodes) -> sympy.Expr:
 # Loop-body operations that are no engine instruction: data movement, constants, indexing
 # and casts (Note [Fused kernel cost]).
 _NO_INSTRUCTION = frozenset({
-    "load", "store", "store_reduction", "constant", "to_dtype", "to_dtype_bitcast", "index_expr",
-    "masked", "output", "indirect_indexing", "check_bounds", "load_seed", "identity",
-    "get_index", "placeholder"})
+    "load", "store", "store_reduction", "to_dtype", "to_dtype_bitcast", "index_expr", "masked",
+    "output", "indirect_indexing", "check_bounds", "load_seed", "identity"})
 # The scalar operations an activation's scale and bias apply.
 _AFFINE = frozenset({"add", "sub", "mul", "truediv"})
 

@@ -7,11 +7,20 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <trnsim/work.h>
 
 namespace torch_neuron {
+
+// A generated kernel's work: `loops` as (engine: "vector", "scalar" or "gpsimd", elements, two
+// inputs), bounded by `fused_ops`, the ATen ops fused into it as (name, elements, two inputs)
+// (Note [Fused kernel bound] in trnsim's work.cpp: no bound when one of them is not streaming
+// work alone, such as a matmul). Throws ValueError for an unknown engine.
+using KernelLoops = std::vector<std::tuple<std::string, uint64_t, bool>>;
+trnsim::FusedKernel fused_kernel(const KernelLoops& loops, const KernelLoops& fused_ops,
+                                 bool sixteen_bit);
 
 // Charges one run of generated kernel `name` on `device`'s current stream (one launch: the
 // launch overhead once) and counts it as an executed op: its loops' streaming passes and its

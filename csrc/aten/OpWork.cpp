@@ -271,6 +271,17 @@ trnsim::Work describe_op(OpClass op_class, const std::string& name,
           bytes};
 }
 
+std::optional<trnsim::Streaming> eager_streaming(const std::string& name, uint64_t elements,
+                                                 bool two_inputs, bool sixteen_bit) {
+  const OpClass op_class = classify_op(name);
+  if (op_class != OpClass::Vector && op_class != OpClass::Scalar &&
+      op_class != OpClass::GpSimd) {
+    return std::nullopt;
+  }
+  return trnsim::Streaming{streaming_kernel(base_op_name(name)), engine_of(op_class), elements,
+                           two_inputs, sixteen_bit};
+}
+
 trnsim::Work describe_kernel(OpClass op_class, const std::string& name,
                              const std::vector<at::Tensor>& inputs,
                              const std::vector<at::Tensor>& outputs) {

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,12 @@ int pool_window_argument(std::string_view base, const c10::FunctionSchema& schem
 // The window's elements for the op's `kernel_size` argument value (a one-element list stands
 // for the same size in each of the op's spatial dimensions, as PyTorch expands it).
 int64_t pool_window(std::string_view base, const c10::IValue& kernel_size);
+
+// The streaming passes op `name` ("aten::gelu") would run as its own kernel over `elements`
+// (two operands streamed element by element when `two_inputs`), as describe_op charges a
+// streaming op; nullopt for an op that is not one (a matmul, a convolution, a fallback).
+std::optional<trnsim::Streaming> eager_streaming(const std::string& name, uint64_t elements,
+                                                 bool two_inputs, bool sixteen_bit);
 
 // The work of a dedicated kernel that read `inputs` and wrote `outputs` (its HBM traffic: all
 // of their bytes).

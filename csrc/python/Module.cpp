@@ -247,32 +247,23 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_execute", wrap_pybind_function(&set_execution_enabled));
   // torch.compile's generated kernels (torch_neuron/compile/scheduling.py): one call per
   // kernel run; each loop is (engine: "vector", "scalar" or "gpsimd", elements, two inputs);
-  // `reads`/`writes`: its argument buffers (Note [Compiled graph schedule]).
+  // `reads`/`writes`: its argument buffers (Note [Compiled graph schedule]); `fused_ops`: the
+  // ATen ops fused into it as (name, elements, two inputs) (Note [Fused kernel bound]).
   m.def("_charge_kernel",
         wrap_pybind_function([](int device, const std::string& name, uint64_t bytes,
-                                const std::vector<std::tuple<std::string, uint64_t, bool>>& loops,
+                                const KernelLoops& loops,
                                 bool sixteen_bit, const std::string& detail,
                                 const std::vector<at::Tensor>& reads,
-                                const std::vector<at::Tensor>& writes) {
-          trnsim::FusedKernel kernel;
-          for (const auto& [engine, elements, two_inputs] : loops) {
-            trnsim::Streaming loop;
-            TORCH_CHECK_VALUE(engine == "vector" || engine == "scalar" || engine == "gpsimd",
-                              "_charge_kernel: unknown engine '", engine, "'");
-            loop.engine = engine == "scalar"   ? trnsim::Engine::Scalar
-                          : engine == "gpsimd" ? trnsim::Engine::GpSimd
-                                               : trnsim::Engine::Vector;
-            loop.elements = elements;
-            loop.two_inputs = two_inputs;
-            loop.sixteen_bit = sixteen_bit;
-            kernel.loops.push_back(loop);
-          }
+                                const std::vector<at::Tensor>& writes,
+                                const KernelLoops& fused_ops) {
           charge_compiled_kernel(static_cast<c10::DeviceIndex>(device), name, bytes,
-                                 std::move(kernel), detail, reads, writes);
+                                 fused_kernel(loops, fused_ops, sixteen_bit), detail, reads,
+                                 writes);
         }),
         py::arg("device"), py::arg("name"), py::arg("bytes"), py::arg("loops"),
         py::arg("sixteen_bit"), py::arg("detail"), py::arg("reads") = std::vector<at::Tensor>{},
-        py::arg("writes") = std::vector<at::Tensor>{});
+        py::arg("writes") = std::vector<at::Tensor>{},
+        py::arg("fused_ops") = KernelLoops{});
   // Compiled graphs as one scheduled launch (Note [Compiled graph schedule]).
   m.def("_open_graph",
         wrap_pybind_function([](int device, const std::string& name,

@@ -28,18 +28,24 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
     indices alone (addresses) are no instruction, nor is choosing by position between masked
     loads (concatenation, padding: each element comes from one place, which the DMA reads);
     a loop with no other instruction (a copy) is one VectorE pass;
+  - no more engine time than the ATen ops fused into the kernel would take alone (their eager
+    pass plans, sized by their FX nodes' example values: _fused_ops), where Inductor's
+    decomposition (GELU into erf arithmetic, LayerNorm into reductions) makes more instructions
+    than Trainium runs those ops with (Note [Fused kernel bound] in trnsim's work.cpp);
   - the launch overhead once: alone, the kernel would take launch + max(engines, HBM), never
     below the roofline of what it still reads and writes.
 The sizes are expressions of the graph's symbolic sizes, so a dynamic-shape kernel is charged
 for the shape it runs with. The charge is one line the wrapper runs right after the kernel:
 _charge_kernel(device, name, bytes, [(engine, elements, two inputs) per pass], 16-bit, fused
-ATen ops, [buffers read], [buffers written]). Inside the compiled graph's region
-(Note [Compiled graph schedule] in csrc/aten/GraphSchedule.h), which is where the generated
-wrapper runs it, the charge joins the graph's schedule instead of launching: its buffers give
-its dependencies, and the graph pays the launch overhead once.
+ATen ops, [buffers read], [buffers written], [(ATen op, elements, two inputs) per fused call]).
+Inside the compiled graph's region (Note [Compiled graph schedule] in
+csrc/aten/GraphSchedule.h), which is where the generated wrapper runs it, the charge joins
+the graph's schedule instead of launching: its buffers give its dependencies, and the graph
+pays the launch overhead once.
 """
 
 import sympy
+import torch
 from torch._inductor.codegen.common import InplacedBuffer
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.dependencies import MemoryDep
@@ -168,6 +174,52 @@ def _instructions(body):
     return len(activations), len(two_input), len(operators)
 
 
+def _tensors(value):
+    """The tensors in an FX node's example value (a tensor, or a tuple or list of them)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _numel(t) -> sympy.Expr:
+    return sympy_product([s.node.expr if isinstance(s, torch.SymInt) else s for s in t.shape])
+
+
+def _fused_ops(nodes, symbols):
+    """The ATen ops fused into a kernel of `nodes` as (name, elements, two inputs), each as
+    an eager kernel of its own would be sized (describe_op in csrc/aten/OpWork.cpp), for
+    Note [Fused kernel bound]; [] when an op cannot be sized by `symbols` (the kernel's own
+    sizes) or was not a traced ATen op. One eager call is decomposed into several FX nodes:
+    they share its op and its autograd sequence number (backward) or its source node in
+    Dynamo's graph (forward)."""
+    calls = {}
+    for node in nodes:
+        for origin in getattr(node.node, "origins", ()):
+            aten = origin.meta.get("original_aten")
+            if aten is None or not hasattr(aten, "_schema"):
+                return []
+            schema = aten._schema
+            if any(a.name == "kernel_size" for a in schema.arguments):
+                return []  # a pooling window the bound would have to read (Note [Pooling windows])
+            sources = origin.meta.get("from_node")
+            source = sources[0].name if sources else None
+            seq_nr = origin.meta.get("seq_nr")
+            key = ((schema.name, seq_nr, source) if source is not None or seq_nr is not None
+                   else origin)
+            tensors = _tensors(origin.meta.get("val")) + [
+                t for a in origin.args if isinstance(a, torch.fx.Node)
+                for t in _tensors(a.meta.get("val"))]
+            sizes = [_numel(t) for t in tensors]
+            if not sizes or any(not e.free_symbols <= symbols for e in sizes):
+                return []
+            streamed = sum(str(a.type) in ("Tensor", "Optional[Tensor]") for a in schema.arguments)
+            name, elements, _ = calls.get(key, (schema.name, sympy.Integer(0), False))
+            calls[key] = (name, sympy.Max(elements, *sizes), streamed >= 2)
+    return list(calls.values())
+
+
 class KernelWork:
     """The charge of one generated kernel, as sympy expressions of the graph's sizes."""
 
@@ -208,14 +260,18 @@ class KernelWork:
             sixteen_bit = sixteen_bit or str(node.node.get_dtype()) in _SIXTEEN_BIT
         self.sixteen_bit = sixteen_bit
         self.ops = ", ".join(sorted(ops))
+        symbols = self.bytes.free_symbols.union(*(e.free_symbols for _, e, _ in self.loops))
+        self.fused_ops = _fused_ops(nodes, symbols)
 
     def charge_line(self, device_index: int, kernel_name: str) -> str:
         size = V.graph.wrapper_code.codegen_python_sizevar
         loops = ", ".join(f"({engine!r}, {size(elements)}, {two})"
                           for engine, elements, two in self.loops)
+        fused_ops = ", ".join(f"({name!r}, {size(elements)}, {two})"
+                              for name, elements, two in self.fused_ops)
         return (f"_charge_kernel({device_index}, {kernel_name!r}, {size(self.bytes)}, "
                 f"[{loops}], {self.sixteen_bit}, {self.ops!r}, "
-                f"[{', '.join(self.reads)}], [{', '.join(self.writes)}])")
+                f"[{', '.join(self.reads)}], [{', '.join(self.writes)}], [{fused_ops}])")
 
 
 class NeuronScheduling(CppScheduling):

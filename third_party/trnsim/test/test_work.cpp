@@ -92,6 +92,30 @@ TEST(Work, FusedKernelLaunchesOnceForAllItsLoops) {
   EXPECT_LT(fused.duration_ns, 2 * one.duration_ns);
 }
 
+TEST(Work, FusedKernelCostsNoMoreThanItsOpsAlone) {
+  const uint64_t n = 1 << 20;
+  const Streaming two_input{StreamingKernel::Elementwise, Engine::Vector, n, true};
+  // GELU as Inductor decomposes it: erf on ScalarE and three VectorE passes.
+  FusedKernel decomposed;
+  decomposed.loops = {Streaming{StreamingKernel::Elementwise, Engine::Scalar, n}, two_input,
+                      two_input, Streaming{StreamingKernel::Elementwise, Engine::Vector, n}};
+  FusedKernel bounded = decomposed;
+  bounded.fused_ops = {Streaming{StreamingKernel::Elementwise, Engine::Scalar, n}};  // gelu
+  const WorkTime loops = time_of(trn2(), {decomposed, 4 * n});
+  const WorkTime ops = time_of(trn2(), {bounded, 4 * n});
+  // The op alone is one ScalarE pass: no VectorE time, and the same HBM traffic.
+  EXPECT_DOUBLE_EQ(ops.cost.engine_ns[kVector], 0);
+  EXPECT_DOUBLE_EQ(ops.cost.engine_ns[kScalar], streaming_engine_ns(trn2(), Engine::Scalar, n));
+  EXPECT_EQ(ops.cost.bytes, loops.cost.bytes);
+  EXPECT_LT(ops.duration_ns, loops.duration_ns);
+  // Ops that would cost more alone than the loops leave the loops' cost.
+  FusedKernel cheap_loops;
+  cheap_loops.loops = {Streaming{StreamingKernel::Elementwise, Engine::Vector, n}};
+  cheap_loops.fused_ops = {Streaming{StreamingKernel::LayerNorm, Engine::Vector, n}};
+  EXPECT_DOUBLE_EQ(time_of(trn2(), {cheap_loops, 4 * n}).cost.engine_ns[kVector],
+                   streaming_engine_ns(trn2(), Engine::Vector, n));
+}
+
 TEST(Work, TransfersAreDmaTimeWithoutLaunchOverhead) {
   const uint64_t bytes = 1 << 24;
   const WorkTime copy = time_of(trn2(), {Copy{CopyKind::HostToDevice, bytes}, 0});

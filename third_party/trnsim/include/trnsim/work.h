@@ -70,9 +70,12 @@ struct Attention {
   bool backward = false;
 };
 
-// A compiler-fused kernel: one streaming loop per loop nest, all in one launch.
+// A compiler-fused kernel: one streaming loop per loop nest, all in one launch. `fused_ops`,
+// when not empty, are the ops fused into it as each would run alone (their own pass plans):
+// the kernel takes no more engine time than they would (Note [Fused kernel bound] in work.cpp).
 struct FusedKernel {
   std::vector<Streaming> loops;
+  std::vector<Streaming> fused_ops;
 };
 
 // A DMA copy over the host link, HBM or NeuronLink.

@@ -26,10 +26,9 @@ using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
 
-// Requests up to 1 MiB are "small pool" in the stats, as in CUDA's allocator.
+// Requests up to 1 MiB are "small pool" in the stats and take blocks of small segments only,
+// as in CUDA's allocator (Note [Split blocks]).
 constexpr size_t kSmallSize = 1 << 20;
-// A cached block is reused for a request when it wastes at most a quarter of itself.
-constexpr size_t kMaxWasteDivisor = 4;
 
 struct Block;
 // Cached blocks by size. A live block keeps its node handle, so caching and reusing a block
@@ -39,13 +38,33 @@ using FreeBlocks = std::multimap<size_t, Block*>;
 struct Block {
   c10::DeviceIndex device;
   void* ptr;
-  size_t size;       // rounded size, as reserved from HBM
+  size_t size;       // rounded size: a whole segment reserved from HBM, or a part of one
   size_t requested;  // what the caller asked for
-  const trnsim::Queue* queue;                // of the stream that allocated it
+  // The stream that allocated it; for a free block merged from parts that different streams
+  // used, nullptr (its reuse waits for ready_ns whatever the stream).
+  const trnsim::Queue* queue;
   std::vector<c10::StreamId> other_streams;  // from record_stream
   double ready_ns = 0;                       // simulated time its last use finishes
-  FreeBlocks::node_type free_node;           // set while the block is live
+  Block* prev = nullptr;  // the blocks before and after it in its segment (Note [Split blocks])
+  Block* next = nullptr;
+  bool live = false;
+  FreeBlocks::node_type free_node;  // set while the block is live
+  FreeBlocks::iterator where;       // set while the block is cached
 };
+
+// Note [Split blocks]: as CUDA's allocator does, a request takes the smallest cached block of
+// its pool that fits (small requests from small segments, large from large) and leaves the
+// rest of the block cached as a block of its own when the rest is worth keeping: at least one
+// alignment unit in the small pool, more than 1 MiB in the large one (CUDA's thresholds; a
+// smaller rest stays part of the allocation). So memory_allocated counts what the request
+// rounds to, not the size of whatever cached block served it, and a freed block merges with
+// the free blocks beside it in its segment. Only whole segments go back to HBM (empty_cache,
+// the retry before an out-of-memory error). The rest remembers the streams that used the
+// block, so its reuse still waits for them (Note [Caching HBM allocator]).
+bool worth_splitting(size_t block_size, size_t size) {
+  const size_t rest = block_size - size;
+  return size <= kSmallSize ? rest >= trnsim::Hbm::kAlignment : rest > kSmallSize;
+}
 
 // `deferred_peak`: an increase whose peak waits for settle_peaks (Note [Host kernel scratch]).
 void update(StatArray& stats, size_t size, int64_t delta, bool deferred_peak = false) {
@@ -67,11 +86,14 @@ void update(StatArray& stats, size_t size, int64_t delta, bool deferred_peak = f
 struct DeviceCache {
   // The device, looked up at its first allocation (read without the lock).
   std::atomic<trnsim::Device*> device{nullptr};
-  FreeBlocks free_blocks;
+  FreeBlocks small_blocks, large_blocks;  // cached blocks of small and large segments
   DeviceStats stats;
   // set_per_process_memory_fraction: the most this process may reserve (SIZE_MAX: no limit).
   size_t reserve_limit = SIZE_MAX;
   double fraction = 1.0;
+
+  // A block of the small pool is at most kSmallSize; of the large pool, larger.
+  FreeBlocks& pool_of(size_t size) { return size <= kSmallSize ? small_blocks : large_blocks; }
 
   // A new segment of `size` bytes from HBM, or nullptr when HBM or the limit has no room.
   void* try_reserve(trnsim::Hbm& hbm, size_t size) {
@@ -104,15 +126,81 @@ struct DeviceCache {
     }
   }
 
-  // Gives every cached block back to HBM.
-  void release_cached(trnsim::Hbm& hbm) {
-    for (auto& [size, block] : free_blocks) {
-      hbm.release(block->ptr);
-      account_reserve(block, -1);
-      ++stats.num_device_free;
-      delete block;
+  // The smallest cached block of `size`'s pool that fits `size`, taken out of the cache with
+  // any rest worth keeping split off and cached (Note [Split blocks]); nullptr when none fits.
+  Block* take_cached(size_t size) {
+    FreeBlocks& pool = pool_of(size);
+    auto it = pool.lower_bound(size);
+    if (it == pool.end()) return nullptr;
+    Block* block = it->second;
+    block->free_node = pool.extract(it);
+    if (worth_splitting(block->size, size)) {
+      auto* rest = new Block{block->device, static_cast<char*>(block->ptr) + size,
+                             block->size - size, 0, block->queue, block->other_streams,
+                             block->ready_ns, block, block->next};
+      if (rest->next != nullptr) rest->next->prev = rest;
+      block->next = rest;
+      block->size = size;
+      rest->where = pool.emplace(rest->size, rest);
     }
-    free_blocks.clear();
+    return block;
+  }
+
+  // Caches a freed block, merged with the free blocks beside it in its segment.
+  void cache(Block* block) {
+    FreeBlocks& pool = pool_of(block->size);
+    FreeBlocks::node_type node = std::move(block->free_node);
+    if (block->prev != nullptr && !block->prev->live) {
+      Block* prev = block->prev;
+      node = pool.extract(prev->where);  // reuse the neighbour's node; drop this block's
+      merge_into(prev, block);
+      block = prev;
+    }
+    if (block->next != nullptr && !block->next->live) {
+      Block* next = block->next;
+      pool.erase(next->where);
+      merge_into(block, next);
+    }
+    if (node.empty()) {
+      block->where = pool.emplace(block->size, block);
+    } else {
+      node.key() = block->size;
+      node.mapped() = block;
+      block->where = pool.insert(std::move(node));
+    }
+  }
+
+  // Gives every cached whole segment back to HBM (split ones stay until all their parts are
+  // free again).
+  void release_cached(trnsim::Hbm& hbm) {
+    for (FreeBlocks* pool : {&small_blocks, &large_blocks}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* block = it->second;
+        if (block->prev != nullptr || block->next != nullptr) {
+          ++it;
+          continue;
+        }
+        hbm.release(block->ptr);
+        account_reserve(block, -1);
+        ++stats.num_device_free;
+        delete block;
+        it = pool->erase(it);
+      }
+    }
+  }
+
+ private:
+  // `second`, the free block right after free block `first` in their segment, becomes part of
+  // `first`, which keeps the history of both (Note [Caching HBM allocator]).
+  static void merge_into(Block* first, Block* second) {
+    first->size += second->size;
+    first->next = second->next;
+    if (first->next != nullptr) first->next->prev = first;
+    first->ready_ns = std::max(first->ready_ns, second->ready_ns);
+    if (first->queue != second->queue) first->queue = nullptr;
+    first->other_streams.insert(first->other_streams.end(), second->other_streams.begin(),
+                                second->other_streams.end());
+    delete second;
   }
 };
 
@@ -173,11 +261,8 @@ bool release(void* ptr) {
   block->ready_ns = ready;
   auto& cache = st.caches[block->device];
   cache.account_use(block, -1);
-  if (block->free_node.empty()) {
-    cache.free_blocks.emplace(block->size, block);  // first time cached
-  } else {
-    cache.free_blocks.insert(std::move(block->free_node));
-  }
+  block->live = false;
+  cache.cache(block);
   return true;
 }
 
@@ -239,11 +324,8 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
   Block* block = nullptr;
   {
     std::lock_guard<trnsim::SpinLock> lock(st.mutex);
-    auto it = cache.free_blocks.lower_bound(size);
-    if (it != cache.free_blocks.end() && it->first - size <= it->first / kMaxWasteDivisor) {
-      block = it->second;
-      block->free_node = cache.free_blocks.extract(it);
-    } else {
+    block = cache.take_cached(size);
+    if (block == nullptr) {
       auto& hbm = dev_state->hbm();
       void* ptr = cache.try_reserve(hbm, size);
       if (ptr == nullptr) {
@@ -253,11 +335,12 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
         ptr = cache.try_reserve(hbm, size);
         if (ptr == nullptr) raise_oom(index, nbytes, cache, hbm);
       }
-      block = new Block{index, ptr, size, 0, &queue, {}, 0, {}};
+      block = new Block{index, ptr, size, 0, &queue};
       cache.account_reserve(block, +1);
       ++cache.stats.num_device_alloc;
     }
     block->requested = nbytes;
+    block->live = true;
     cache.account_use(block, +1, deferred_peak);
     st.live.insert(block->ptr, block);
   }

@@ -1,8 +1,9 @@
 // The caching allocator for simulated HBM (c10::DeviceAllocator for the neuron device).
 //
 // Note [Caching HBM allocator]: like CUDA's caching allocator, freed blocks stay reserved in a
-// per-device cache and are reused by later allocations of about the same size, so steady-state
-// training does not call into the HBM allocator. A block remembers the streams that used it
+// per-device cache and are reused by later allocations (a larger block is split: Note [Split
+// blocks] in DeviceAllocator.cpp), so steady-state training does not call into the HBM
+// allocator. A block remembers the streams that used it
 // (its allocation stream plus record_stream); reusing it on another stream makes that stream
 // wait, on the simulated clock, for the work those streams had queued when it was freed. When
 // HBM is exhausted the cache is released and the allocation retried before raising

@@ -82,6 +82,78 @@ def test_cached_block_is_reused():
     del u
 
 
+MiB = 1 << 20
+
+
+def segments():
+    return torch.neuron.memory_stats()["num_device_alloc"]
+
+
+def test_a_larger_cached_block_is_split_and_merged_again():
+    """Note [Split blocks]: a 12 MiB request served by a cached 16 MiB block counts 12 MiB, the
+    other 4 MiB stay cached for the next request, and the two merge again when freed."""
+    t = torch.empty(16 * MiB, dtype=torch.uint8, device="neuron")
+    base = t.data_ptr()
+    del t
+    allocated, reserved, segments0 = (torch.neuron.memory_allocated(),
+                                      torch.neuron.memory_reserved(), segments())
+    head = torch.empty(12 * MiB, dtype=torch.uint8, device="neuron")
+    assert head.data_ptr() == base
+    assert torch.neuron.memory_allocated() - allocated == 12 * MiB
+    rest = torch.empty(4 * MiB, dtype=torch.uint8, device="neuron")
+    assert rest.data_ptr() == base + 12 * MiB
+    assert torch.neuron.memory_allocated() - allocated == 16 * MiB
+    assert (torch.neuron.memory_reserved(), segments()) == (reserved, segments0)
+    del head, rest
+    whole = torch.empty(16 * MiB, dtype=torch.uint8, device="neuron")  # merged: fits again
+    assert whole.data_ptr() == base
+    assert (torch.neuron.memory_reserved(), segments()) == (reserved, segments0)
+    del whole
+
+
+def test_a_small_rest_stays_part_of_the_allocation():
+    """A large block's rest of at most 1 MiB is not split off (CUDA's threshold): the
+    allocation counts the whole block. In the small pool any rest of 512 bytes is split."""
+    t = torch.empty(16 * MiB, dtype=torch.uint8, device="neuron")
+    del t
+    allocated = torch.neuron.memory_allocated()
+    u = torch.empty(15 * MiB + MiB // 2, dtype=torch.uint8, device="neuron")
+    assert torch.neuron.memory_allocated() - allocated == 16 * MiB
+    del u
+    small = torch.empty(64 << 10, dtype=torch.uint8, device="neuron")
+    del small
+    segments0 = segments()
+    a = torch.empty(1000, dtype=torch.uint8, device="neuron")
+    assert torch.neuron.memory_allocated() - allocated == rounded(1000)
+    b = torch.empty((64 << 10) - rounded(1000), dtype=torch.uint8, device="neuron")
+    assert b.data_ptr() == a.data_ptr() + rounded(1000)
+    assert segments() == segments0
+    del a, b
+
+
+def test_pools_do_not_share_blocks():
+    """Small requests (up to 1 MiB) never split a large segment, nor large ones a small."""
+    large = torch.empty(8 * MiB, dtype=torch.uint8, device="neuron")
+    del large
+    segments0, reserved = segments(), torch.neuron.memory_reserved()
+    small = torch.empty(4096, dtype=torch.uint8, device="neuron")
+    assert segments() == segments0 + 1
+    assert torch.neuron.memory_reserved() - reserved == 4096
+    del small
+
+
+def test_empty_cache_releases_only_whole_segments():
+    t = torch.empty(16 * MiB, dtype=torch.uint8, device="neuron")
+    del t
+    reserved = torch.neuron.memory_reserved()
+    head = torch.empty(8 * MiB, dtype=torch.uint8, device="neuron")
+    torch.neuron.empty_cache()  # the free 8 MiB belong to a segment still in use
+    assert torch.neuron.memory_reserved() == reserved
+    del head
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved() == reserved - 16 * MiB
+
+
 def test_peak_and_reset_peak_memory_stats():
     torch.neuron.reset_peak_memory_stats()
     base = torch.neuron.memory_allocated()
@@ -273,10 +345,10 @@ def test_per_process_memory_fraction_limits_what_the_allocator_reserves(full_fra
     assert torch.neuron.mem_get_info(1)[1] == capacity  # as with CUDA: the device is unchanged
     b = torch.empty(limit - (1 << 20), dtype=torch.uint8, device="neuron:0")  # other device: free
     del a
-    # The freed block is cached (still reserved); a request of another size makes the allocator
+    # The freed block is cached (still reserved); a request larger than it makes the allocator
     # release its cache and retry, which now fits under the limit.
-    c = torch.empty(limit // 2, dtype=torch.uint8, device="neuron:1")
-    assert torch.neuron.memory_reserved(1) == base + rounded(limit // 2)
+    c = torch.empty(limit - (1 << 19), dtype=torch.uint8, device="neuron:1")
+    assert torch.neuron.memory_reserved(1) == base + rounded(limit - (1 << 19))
     del b, c
     torch.neuron.set_per_process_memory_fraction(1.0, 1)
     d = torch.empty(2 * limit, dtype=torch.uint8, device="neuron:1")

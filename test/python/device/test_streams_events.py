@@ -416,6 +416,35 @@ def test_record_stream_delays_reuse_of_the_block():
     assert start.elapsed_time(end) == pytest.approx(2 * upload_ms(4 * MiB), rel=0.05)
 
 
+def test_the_split_off_rest_of_a_block_keeps_its_streams():
+    """Note [Split blocks]: the rest of a block split for a request is memory the block's
+    streams used: its reuse on another stream waits for them too."""
+    torch.neuron.empty_cache()
+    side, third = torch.neuron.Stream(), torch.neuron.Stream()
+    host = torch.empty(MiB)
+    with torch.neuron.stream(side):
+        side_dst = torch.empty(MiB, device="neuron")
+    x = torch.empty(6 * MiB + 11 * 512, dtype=torch.uint8, device="neuron")
+    x.record_stream(side)
+    align(side, torch.neuron.current_stream())
+    align(third, torch.neuron.current_stream())
+    start = timed_event()
+    start.record()
+    with torch.neuron.stream(side):
+        side_dst.copy_(host)
+        side_dst.copy_(host)
+    ptr = x.data_ptr()
+    del x
+    with torch.neuron.stream(third):
+        head = torch.empty(3 * MiB, dtype=torch.uint8, device="neuron")  # waits on `third`
+    rest = torch.empty(3 * MiB + 11 * 512, dtype=torch.uint8, device="neuron")
+    assert (head.data_ptr(), rest.data_ptr()) == (ptr, ptr + 3 * MiB)
+    end = timed_event()
+    end.record()
+    assert start.elapsed_time(end) == pytest.approx(2 * upload_ms(4 * MiB), rel=0.05)
+    del head, rest
+
+
 def test_without_record_stream_reuse_does_not_wait():
     torch.neuron.empty_cache()
     nbytes = 3 * MiB + 9 * 512

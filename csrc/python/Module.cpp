@@ -203,6 +203,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_memory_fraction", wrap_pybind_function([](int index) {
           return device_allocator().getMemoryFraction(index);
         }));
+  // torch.neuron.memory_snapshot: [(address, size, [(address, size, requested, allocated)])].
+  m.def("_memory_snapshot", wrap_pybind_function([](int index) {
+          std::vector<std::tuple<uintptr_t, size_t,
+                                 std::vector<std::tuple<uintptr_t, size_t, size_t, bool>>>>
+              out;
+          for (const auto& segment : device_allocator().snapshot(index)) {
+            std::vector<std::tuple<uintptr_t, size_t, size_t, bool>> blocks;
+            for (const auto& b : segment.blocks) {
+              blocks.emplace_back(b.address, b.size, b.requested, b.allocated);
+            }
+            out.emplace_back(segment.address, segment.size, std::move(blocks));
+          }
+          return out;
+        }));
   m.def("_inject_fault", wrap_pybind_function([](const std::string& kind, int index,
                                                    int64_t after_launches) {
           TORCH_CHECK_VALUE(after_launches >= 1, "after_launches must be >= 1 (1 = the next "

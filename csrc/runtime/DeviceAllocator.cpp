@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -87,6 +88,7 @@ struct DeviceCache {
   // The device, looked up at its first allocation (read without the lock).
   std::atomic<trnsim::Device*> device{nullptr};
   FreeBlocks small_blocks, large_blocks;  // cached blocks of small and large segments
+  std::map<uintptr_t, Block*> segments;   // the first block of each segment, by address
   DeviceStats stats;
   // set_per_process_memory_fraction: the most this process may reserve (SIZE_MAX: no limit).
   size_t reserve_limit = SIZE_MAX;
@@ -106,9 +108,16 @@ struct DeviceCache {
     }
   }
 
+  // A segment `b` (a whole one) was reserved (`sign` +1) or released (-1).
   void account_reserve(Block* b, int64_t sign) {
     update(stats.reserved_bytes, b->size, sign * static_cast<int64_t>(b->size));
     update(stats.segment, b->size, sign);
+    const auto address = reinterpret_cast<uintptr_t>(b->ptr);
+    if (sign > 0) {
+      segments.emplace(address, b);
+    } else {
+      segments.erase(address);
+    }
   }
   void account_use(Block* b, int64_t sign, bool deferred_peak = false) {
     update(stats.allocated_bytes, b->size, sign * static_cast<int64_t>(b->size), deferred_peak);
@@ -350,6 +359,23 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
   block->queue = &queue;
   block->other_streams.clear();
   return {block->ptr, block->ptr, &free_block, dev};
+}
+
+std::vector<NeuronDeviceAllocator::SegmentInfo> NeuronDeviceAllocator::snapshot(
+    c10::DeviceIndex index) {
+  auto& cache = cache_of(resolve_device(index));
+  std::lock_guard<trnsim::SpinLock> lock(state().mutex);
+  std::vector<SegmentInfo> out;
+  for (const auto& [address, head] : cache.segments) {
+    SegmentInfo segment{address, 0, {}};
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      segment.size += b->size;
+      segment.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr), b->size,
+                                b->live ? b->requested : 0, b->live});
+    }
+    out.push_back(std::move(segment));
+  }
+  return out;
 }
 
 void NeuronDeviceAllocator::settle_peaks(c10::DeviceIndex index) {

@@ -12,6 +12,9 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <cstdint>
+#include <vector>
+
 namespace trnsim {
 class Queue;
 }
@@ -48,6 +51,19 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   // live at the next settle_peaks (Note [Host kernel scratch]).
   c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes,
                            trnsim::Queue* queue = nullptr, bool deferred_peak = false);
+  // torch.neuron.memory_snapshot: the segments reserved from HBM on `device`, in address
+  // order, each with its blocks (Note [Split blocks]).
+  struct BlockInfo {
+    uintptr_t address;
+    size_t size, requested;  // requested: 0 for a free block
+    bool allocated;
+  };
+  struct SegmentInfo {
+    uintptr_t address;
+    size_t size;
+    std::vector<BlockInfo> blocks;
+  };
+  std::vector<SegmentInfo> snapshot(c10::DeviceIndex device);
   // The peak statistics of `device` take in what is allocated now.
   void settle_peaks(c10::DeviceIndex device);
   // Whether `ptr` came from this allocator (whatever device its DataPtr now claims).

@@ -4,6 +4,7 @@ from torch import OutOfMemoryError  # torch.neuron.OutOfMemoryError, as torch.cu
 
 from torch_neuron.neuron.device import (
     NeuronDeviceProperties,
+    can_device_access_peer,
     current_device,
     device,
     device_count,
@@ -23,16 +24,24 @@ from torch_neuron.neuron.device import (
     _lazy_init,
 )
 from torch_neuron.neuron.memory import (
+    caching_allocator_alloc,
+    caching_allocator_delete,
     empty_cache,
     get_per_process_memory_fraction,
     max_memory_allocated,
+    max_memory_cached,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
+    memory_cached,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
+    memory_stats_as_nested_dict,
     memory_summary,
     reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
@@ -53,6 +62,7 @@ from torch_neuron.neuron.streams import (
     StreamContext,
     current_stream,
     default_stream,
+    is_current_stream_capturing,
     set_stream,
     stream,
 )

@@ -37,6 +37,13 @@ def _index(device: Any = None, negative_means_none: bool = False) -> int:
     return index
 
 
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether `device` can copy to and from `peer_device` directly: every pair of different
+    NeuronCores of the simulated instance can (on-chip DMA, NeuronLink between chips); a device
+    is not its own peer, as with CUDA."""
+    return _index(device) != _index(peer_device)
+
+
 def _is_in_bad_fork() -> bool:
     return _C._is_in_bad_fork()
 

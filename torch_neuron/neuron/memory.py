@@ -4,7 +4,8 @@ The numbers come from the allocator through torch.accelerator, so torch.accelera
 and these functions always agree.
 """
 
-from typing import Any
+import warnings
+from typing import Any, Optional
 
 import torch
 
@@ -70,6 +71,101 @@ def empty_cache() -> None:
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of the device's HBM; memory cached by the allocator counts as used."""
     return torch.accelerator.get_memory_info(_index(device))
+
+
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    """memory_stats() nested at its dots: {"allocated_bytes": {"all": {"current": ...}}}."""
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        *path, last = key.split(".")
+        level = nested
+        for part in path:
+            level = level.setdefault(part, {})
+        level[last] = value
+    return nested
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """The segments the caching allocator has reserved from HBM on every device, each with its
+    blocks, in torch.cuda.memory_snapshot()'s format: a block is "active_allocated" (a live
+    tensor's) or "inactive" (cached); a segment is "small" or "large" by its pool (Note [Split
+    blocks]). Neuron records no stack frames ("frames" is empty)."""
+    from torch_neuron.neuron.device import device_count, is_initialized
+
+    segments = []
+    for index in range(device_count() if is_initialized() else 0):
+        for address, size, blocks in _C._memory_snapshot(index):
+            entries = [{"address": a, "size": n, "requested_size": requested,
+                        "state": "active_allocated" if allocated else "inactive", "frames": []}
+                       for a, n, requested, allocated in blocks]
+            allocated = sum(b["size"] for b in entries if b["state"] == "active_allocated")
+            segments.append({
+                "device": index, "address": address, "total_size": size,
+                "allocated_size": allocated, "active_size": allocated,
+                "requested_size": sum(b["requested_size"] for b in entries),
+                "stream": 0, "segment_type": "small" if size <= 1 << 20 else "large",
+                "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+                "blocks": entries})
+    return segments
+
+
+# caching_allocator_alloc's allocations, by address, until caching_allocator_delete.
+_raw_allocations: dict[int, torch.Tensor] = {}
+
+
+def caching_allocator_alloc(size: int, device: Any = None,
+                            stream: Optional[torch.Stream] = None) -> int:
+    """Allocates `size` bytes from the caching allocator on `stream` (default: the device's
+    current stream) and returns the address; free it with caching_allocator_delete()."""
+    from torch_neuron.neuron.streams import current_stream
+    from torch_neuron.neuron.streams import stream as stream_context
+
+    index = _index(device)
+    if stream is None:
+        stream = current_stream(index)
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"caching_allocator_alloc: size must be a non-negative int of bytes, "
+                         f"got {size!r}")
+    with stream_context(stream):
+        block = torch.empty(size, dtype=torch.uint8, device=f"neuron:{index}")
+    _raw_allocations[block.data_ptr()] = block
+    return block.data_ptr()
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Frees an address caching_allocator_alloc() returned."""
+    if _raw_allocations.pop(mem_ptr, None) is None:
+        raise ValueError(f"caching_allocator_delete: {mem_ptr:#x} is not an address "
+                         "caching_allocator_alloc returned (or it was deleted already)")
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"torch.neuron.{old} has been renamed to torch.neuron.{new}",
+                  FutureWarning, stacklevel=3)
+
+
+def memory_cached(device: Any = None) -> int:
+    """Deprecated; see memory_reserved() (as torch.cuda.memory_cached)."""
+    _deprecated("memory_cached", "memory_reserved")
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: Any = None) -> int:
+    """Deprecated; see max_memory_reserved()."""
+    _deprecated("max_memory_cached", "max_memory_reserved")
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Deprecated: resets every peak statistic, as reset_peak_memory_stats() does."""
+    _deprecated("reset_max_memory_allocated", "reset_peak_memory_stats")
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    """Deprecated: resets every peak statistic, as reset_peak_memory_stats() does."""
+    _deprecated("reset_max_memory_cached", "reset_peak_memory_stats")
+    reset_peak_memory_stats(device)
 
 
 def _fmt(n: int) -> str:

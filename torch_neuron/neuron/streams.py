@@ -60,6 +60,12 @@ def default_stream(device: Any = None) -> torch.Stream:
     return torch.Stream(stream_id=0, device_index=index, device_type=current.device_type)
 
 
+def is_current_stream_capturing() -> bool:
+    """False: neuron has no graph capture (torch.cuda.graph's), so no stream is capturing.
+    Libraries ask before work that capture forbids (a synchronization, a host read)."""
+    return False
+
+
 def set_stream(stream: torch.Stream) -> None:
     if stream is None:
         return

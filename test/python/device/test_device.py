@@ -374,7 +374,7 @@ def test_module_to_neuron_keeps_parameter_objects():
     "memory_reserved", "max_memory_reserved", "memory_stats", "mem_get_info", "memory_summary",
     "reset_peak_memory_stats", "reset_accumulated_memory_stats", "get_device_properties",
     "get_device_name", "get_device_capability", "current_stream", "default_stream",
-    "get_rng_state",
+    "get_rng_state", "memory_stats_as_nested_dict",
     "get_per_process_memory_fraction"])
 @pytest.mark.parametrize("index", [4, 128, 200, -2, "neuron:9"])
 def test_device_apis_refuse_an_invalid_device(api, index):
@@ -382,6 +382,19 @@ def test_device_apis_refuse_an_invalid_device(api, index):
     with pytest.raises(RuntimeError, match=r"valid devices are neuron:0\.\.neuron:3"):
         getattr(torch.neuron, api)(index)
     assert torch.neuron.memory_allocated(0) >= 0  # the device API is still usable
+
+
+def test_peer_access_and_stream_capture():
+    """Different NeuronCores of the instance copy to each other directly (a device is not its
+    own peer, as with CUDA), and no stream is ever capturing: neuron has no graph capture."""
+    assert torch.neuron.can_device_access_peer(0, 3)
+    assert torch.neuron.can_device_access_peer("neuron:1", torch.device("neuron:0"))
+    assert not torch.neuron.can_device_access_peer(2, 2)
+    with pytest.raises(RuntimeError, match=r"valid devices are neuron:0\.\.neuron:3"):
+        torch.neuron.can_device_access_peer(0, 4)
+    assert torch.neuron.is_current_stream_capturing() is False
+    a = torch.arange(6.0, device="neuron:0")
+    torch.testing.assert_close(a.to("neuron:3").cpu(), torch.arange(6.0))
 
 
 def test_device_apis_refuse_what_is_not_a_neuron_device():

@@ -154,6 +154,63 @@ def test_empty_cache_releases_only_whole_segments():
     assert torch.neuron.memory_reserved() == reserved - 16 * MiB
 
 
+def test_memory_snapshot_shows_segments_and_their_blocks():
+    """torch.cuda.memory_snapshot()'s format: a split 16 MiB segment is one segment of two
+    blocks, the allocated one and the cached rest; over all segments of a device the sizes
+    add up to memory_reserved and memory_allocated."""
+    t = torch.empty(16 * MiB, dtype=torch.uint8, device="neuron")
+    base = t.data_ptr()
+    del t
+    head = torch.empty(12 * MiB - 100, dtype=torch.uint8, device="neuron")
+    (segment,) = [s for s in torch.neuron.memory_snapshot() if s["address"] == base]
+    assert (segment["device"], segment["total_size"], segment["segment_type"]) == (
+        torch.neuron.current_device(), 16 * MiB, "large")
+    assert [(b["address"], b["size"], b["requested_size"], b["state"])
+            for b in segment["blocks"]] == [
+        (base, 12 * MiB, 12 * MiB - 100, "active_allocated"),
+        (base + 12 * MiB, 4 * MiB, 0, "inactive")]
+    assert (segment["allocated_size"], segment["requested_size"]) == (12 * MiB, 12 * MiB - 100)
+    here = [s for s in torch.neuron.memory_snapshot()
+            if s["device"] == torch.neuron.current_device()]
+    assert sum(s["total_size"] for s in here) == torch.neuron.memory_reserved()
+    assert sum(s["allocated_size"] for s in here) == torch.neuron.memory_allocated()
+    del head
+
+
+def test_memory_stats_as_nested_dict():
+    t = torch.empty(1000, device="neuron")
+    nested = torch.neuron.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["current"] == torch.neuron.memory_allocated()
+    assert nested["num_ooms"] == torch.neuron.memory_stats()["num_ooms"]
+    del t
+
+
+def test_caching_allocator_alloc_and_delete():
+    before = torch.neuron.memory_allocated(1)
+    side = torch.neuron.Stream(device="neuron:1")
+    ptr = torch.neuron.caching_allocator_alloc(5000, device=1, stream=side)
+    assert isinstance(ptr, int) and ptr != 0
+    assert torch.neuron.memory_allocated(1) - before == rounded(5000)
+    torch.neuron.caching_allocator_delete(ptr)
+    assert torch.neuron.memory_allocated(1) == before
+    with pytest.raises(ValueError, match="caching_allocator_alloc returned"):
+        torch.neuron.caching_allocator_delete(ptr)
+    with pytest.raises(ValueError, match="non-negative int"):
+        torch.neuron.caching_allocator_alloc(-1)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("memory_cached", "memory_reserved"), ("max_memory_cached", "max_memory_reserved")])
+def test_deprecated_names_warn_and_agree(old, new):
+    t = torch.empty(1000, device="neuron")
+    with pytest.warns(FutureWarning, match=new):
+        assert getattr(torch.neuron, old)() == getattr(torch.neuron, new)()
+    del t
+    with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
+        torch.neuron.reset_max_memory_allocated()
+    assert torch.neuron.max_memory_allocated() == torch.neuron.memory_allocated()
+
+
 def test_peak_and_reset_peak_memory_stats():
     torch.neuron.reset_peak_memory_stats()
     base = torch.neuron.memory_allocated()

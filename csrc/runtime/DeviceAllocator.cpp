@@ -32,20 +32,21 @@ using c10::CachingDeviceAllocator::DeviceStats;
 constexpr size_t kSmallSize = 1 << 20;
 
 struct Block;
-// Cached blocks by size. A live block keeps its node handle, so caching and reusing a block
-// allocates nothing (Note [Allocator hot path]).
-using FreeBlocks = std::multimap<size_t, Block*>;
+// Cached blocks by the stream they belong to and size. A live block keeps its node handle, so
+// caching and reusing a block allocates nothing (Note [Allocator hot path]).
+using PoolKey = std::pair<const trnsim::Queue*, size_t>;
+using FreeBlocks = std::multimap<PoolKey, Block*>;
 
 struct Block {
   c10::DeviceIndex device;
   void* ptr;
   size_t size;       // rounded size: a whole segment reserved from HBM, or a part of one
   size_t requested;  // what the caller asked for
-  // The stream that allocated it; for a free block merged from parts that different streams
-  // used, nullptr (its reuse waits for ready_ns whatever the stream).
+  // The stream whose pool it belongs to: the one that reserved its segment (Note [Caching
+  // HBM allocator]).
   const trnsim::Queue* queue;
   std::vector<c10::StreamId> other_streams;  // from record_stream
-  double ready_ns = 0;                       // simulated time its last use finishes
+  double ready_ns = 0;  // when the other streams' work queued before it was freed finishes
   Block* prev = nullptr;  // the blocks before and after it in its segment (Note [Split blocks])
   Block* next = nullptr;
   bool live = false;
@@ -54,14 +55,15 @@ struct Block {
 };
 
 // Note [Split blocks]: as CUDA's allocator does, a request takes the smallest cached block of
-// its pool that fits (small requests from small segments, large from large) and leaves the
-// rest of the block cached as a block of its own when the rest is worth keeping: at least one
-// alignment unit in the small pool, more than 1 MiB in the large one (CUDA's thresholds; a
-// smaller rest stays part of the allocation). So memory_allocated counts what the request
-// rounds to, not the size of whatever cached block served it, and a freed block merges with
-// the free blocks beside it in its segment. Only whole segments go back to HBM (empty_cache,
-// the retry before an out-of-memory error). The rest remembers the streams that used the
-// block, so its reuse still waits for them (Note [Caching HBM allocator]).
+// its stream's pool that fits (small requests from small segments, large from large) and
+// leaves the rest of the block cached as a block of its own when the rest is worth keeping: at
+// least one alignment unit in the small pool, more than 1 MiB in the large one (CUDA's
+// thresholds; a smaller rest stays part of the allocation). So memory_allocated counts what the
+// request rounds to, not the size of whatever cached block served it, and a freed block merges
+// with the free blocks beside it in its segment, all of whose blocks belong to one stream.
+// Only whole segments go back to HBM (empty_cache, the retry before an out-of-memory error).
+// The rest remembers the other streams that used the block (record_stream), so its reuse
+// still waits for them (Note [Caching HBM allocator]).
 bool worth_splitting(size_t block_size, size_t size) {
   const size_t rest = block_size - size;
   return size <= kSmallSize ? rest >= trnsim::Hbm::kAlignment : rest > kSmallSize;
@@ -96,6 +98,7 @@ struct DeviceCache {
 
   // A block of the small pool is at most kSmallSize; of the large pool, larger.
   FreeBlocks& pool_of(size_t size) { return size <= kSmallSize ? small_blocks : large_blocks; }
+  static PoolKey key_of(const Block* b) { return {b->queue, b->size}; }
 
   // A new segment of `size` bytes from HBM, or nullptr when HBM or the limit has no room.
   void* try_reserve(trnsim::Hbm& hbm, size_t size) {
@@ -135,12 +138,13 @@ struct DeviceCache {
     }
   }
 
-  // The smallest cached block of `size`'s pool that fits `size`, taken out of the cache with
-  // any rest worth keeping split off and cached (Note [Split blocks]); nullptr when none fits.
-  Block* take_cached(size_t size) {
+  // The smallest cached block of `queue`'s stream and `size`'s pool that fits `size`, taken
+  // out of the cache with any rest worth keeping split off and cached (Note [Split blocks]);
+  // nullptr when none fits.
+  Block* take_cached(const trnsim::Queue* queue, size_t size) {
     FreeBlocks& pool = pool_of(size);
-    auto it = pool.lower_bound(size);
-    if (it == pool.end()) return nullptr;
+    auto it = pool.lower_bound({queue, size});
+    if (it == pool.end() || it->first.first != queue) return nullptr;
     Block* block = it->second;
     block->free_node = pool.extract(it);
     if (worth_splitting(block->size, size)) {
@@ -150,7 +154,7 @@ struct DeviceCache {
       if (rest->next != nullptr) rest->next->prev = rest;
       block->next = rest;
       block->size = size;
-      rest->where = pool.emplace(rest->size, rest);
+      rest->where = pool.emplace(key_of(rest), rest);
     }
     return block;
   }
@@ -171,9 +175,9 @@ struct DeviceCache {
       merge_into(block, next);
     }
     if (node.empty()) {
-      block->where = pool.emplace(block->size, block);
+      block->where = pool.emplace(key_of(block), block);
     } else {
-      node.key() = block->size;
+      node.key() = key_of(block);
       node.mapped() = block;
       block->where = pool.insert(std::move(node));
     }
@@ -206,7 +210,6 @@ struct DeviceCache {
     first->next = second->next;
     if (first->next != nullptr) first->next->prev = first;
     first->ready_ns = std::max(first->ready_ns, second->ready_ns);
-    if (first->queue != second->queue) first->queue = nullptr;
     first->other_streams.insert(first->other_streams.end(), second->other_streams.begin(),
                                 second->other_streams.end());
     delete second;
@@ -333,7 +336,7 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
   Block* block = nullptr;
   {
     std::lock_guard<trnsim::SpinLock> lock(st.mutex);
-    block = cache.take_cached(size);
+    block = cache.take_cached(&queue, size);
     if (block == nullptr) {
       auto& hbm = dev_state->hbm();
       void* ptr = cache.try_reserve(hbm, size);
@@ -353,10 +356,10 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
     cache.account_use(block, +1, deferred_peak);
     st.live.insert(block->ptr, block);
   }
-  // Reuse across streams waits for the previous users on the simulated clock (on the same
-  // stream, order already guarantees it). Nobody else can reach the block until we return it.
-  if (block->queue != &queue || !block->other_streams.empty()) queue.wait_until(block->ready_ns);
-  block->queue = &queue;
+  // A block recorded on other streams waits for their work queued before it was freed, on the
+  // simulated clock (its own stream's order already guarantees the rest). Nobody else can
+  // reach the block until we return it.
+  if (!block->other_streams.empty()) queue.wait_until(block->ready_ns);
   block->other_streams.clear();
   return {block->ptr, block->ptr, &free_block, dev};
 }

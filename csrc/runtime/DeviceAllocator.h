@@ -3,11 +3,13 @@
 // Note [Caching HBM allocator]: like CUDA's caching allocator, freed blocks stay reserved in a
 // per-device cache and are reused by later allocations (a larger block is split: Note [Split
 // blocks] in DeviceAllocator.cpp), so steady-state training does not call into the HBM
-// allocator. A block remembers the streams that used it
-// (its allocation stream plus record_stream); reusing it on another stream makes that stream
-// wait, on the simulated clock, for the work those streams had queued when it was freed. When
-// HBM is exhausted the cache is released and the allocation retried before raising
-// torch.OutOfMemoryError.
+// allocator. As CUDA's, the cache is kept per stream: a block freed by one stream serves later
+// allocations on that stream only, whose order already puts them after the block's last use.
+// A block also used by other streams (record_stream) makes its reuse wait, on the simulated
+// clock, for the work those streams had queued when it was freed. So simulated time never
+// depends on what the cache happens to hold (which differs between executed and predict-only
+// runs: only executed ones allocate host kernels' scratch). When HBM is exhausted the cache is
+// released and the allocation retried before raising torch.OutOfMemoryError.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>

@@ -416,33 +416,34 @@ def test_record_stream_delays_reuse_of_the_block():
     assert start.elapsed_time(end) == pytest.approx(2 * upload_ms(4 * MiB), rel=0.05)
 
 
-def test_the_split_off_rest_of_a_block_keeps_its_streams():
-    """Note [Split blocks]: the rest of a block split for a request is memory the block's
-    streams used: its reuse on another stream waits for them too."""
+def test_cached_blocks_are_kept_per_stream():
+    """Note [Caching HBM allocator]: as CUDA's, a block freed on one stream serves later
+    allocations on that stream only: another stream gets a new segment and does not wait for
+    the first stream's work; the first stream reuses the block (split: Note [Split blocks])."""
     torch.neuron.empty_cache()
-    side, third = torch.neuron.Stream(), torch.neuron.Stream()
+    side = torch.neuron.Stream()
     host = torch.empty(MiB)
-    with torch.neuron.stream(side):
-        side_dst = torch.empty(MiB, device="neuron")
     x = torch.empty(6 * MiB + 11 * 512, dtype=torch.uint8, device="neuron")
-    x.record_stream(side)
+    dst = torch.empty(MiB, device="neuron")
     align(side, torch.neuron.current_stream())
-    align(third, torch.neuron.current_stream())
-    start = timed_event()
-    start.record()
-    with torch.neuron.stream(side):
-        side_dst.copy_(host)
-        side_dst.copy_(host)
+    start = timed_event(), timed_event()
+    start[0].record()
+    start[1].record(side)
+    dst.copy_(host)  # work on the default stream, queued before x is freed
     ptr = x.data_ptr()
     del x
-    with torch.neuron.stream(third):
-        head = torch.empty(3 * MiB, dtype=torch.uint8, device="neuron")  # waits on `third`
-    rest = torch.empty(3 * MiB + 11 * 512, dtype=torch.uint8, device="neuron")
-    assert (head.data_ptr(), rest.data_ptr()) == (ptr, ptr + 3 * MiB)
-    end = timed_event()
-    end.record()
-    assert start.elapsed_time(end) == pytest.approx(2 * upload_ms(4 * MiB), rel=0.05)
-    del head, rest
+    segments = torch.neuron.memory_stats()["num_device_alloc"]
+    with torch.neuron.stream(side):
+        y = torch.empty(3 * MiB, dtype=torch.uint8, device="neuron")
+        end = timed_event()
+        end.record()
+    assert y.data_ptr() != ptr
+    assert torch.neuron.memory_stats()["num_device_alloc"] == segments + 1
+    assert start[1].elapsed_time(end) == pytest.approx(RECORD_MS)  # no wait
+    z = torch.empty(3 * MiB, dtype=torch.uint8, device="neuron")
+    assert z.data_ptr() == ptr
+    assert torch.neuron.memory_stats()["num_device_alloc"] == segments + 1
+    del y, z
 
 
 def test_without_record_stream_reuse_does_not_wait():

@@ -191,9 +191,9 @@ def _fused_ops(nodes, symbols):
     """The ATen ops fused into a kernel of `nodes` as (name, elements, two inputs), each as
     an eager kernel of its own would be sized (describe_op in csrc/aten/OpWork.cpp), for
     Note [Fused kernel bound]; [] when an op cannot be sized by `symbols` (the kernel's own
-    sizes) or was not a traced ATen op. One eager call is decomposed into several FX nodes:
-    they share its op and its autograd sequence number (backward) or its source node in
-    Dynamo's graph (forward)."""
+    sizes) or was not a traced ATen op. Views are left out (eager runs no kernel for them).
+    One eager call is decomposed into several FX nodes: they share its op and its autograd
+    sequence number (backward) or its source node in Dynamo's graph (forward)."""
     calls = {}
     for node in nodes:
         for origin in getattr(node.node, "origins", ()):
@@ -203,6 +203,9 @@ def _fused_ops(nodes, symbols):
             schema = aten._schema
             if any(a.name == "kernel_size" for a in schema.arguments):
                 return []  # a pooling window the bound would have to read (Note [Pooling windows])
+            if any(r.alias_info is not None and not r.alias_info.is_write
+                   for r in schema.returns):
+                continue  # a view (view, expand, slice, ...): no eager kernel, no work
             sources = origin.meta.get("from_node")
             source = sources[0].name if sources else None
             seq_nr = origin.meta.get("seq_nr")

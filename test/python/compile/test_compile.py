@@ -325,6 +325,17 @@ def test_a_fused_chain_of_arithmetic_costs_its_instructions():
     assert graph["engine_ns"]["VectorE"] == pytest.approx(expected, rel=1e-9)
 
 
+def busy_per_engine(fn, *args):
+    """fn(*args) and the simulated busy time of each engine it charged, ns."""
+    with torch.no_grad(), profiler.profile() as prof:
+        out = fn(*args)
+    busy = {}
+    for r in prof.records:
+        for engine, ns in r["engine_ns"].items():
+            busy[engine] = busy.get(engine, 0) + ns
+    return out, busy
+
+
 def test_fused_gelu_and_layer_norm_cost_no_more_than_their_eager_ops():
     """Inductor decomposes GELU into erf arithmetic and LayerNorm into reductions and
     arithmetic, more instructions than Trainium runs them with (one GELU activation; bn_stats).
@@ -342,23 +353,31 @@ def test_fused_gelu_and_layer_norm_cost_no_more_than_their_eager_ops():
     y = torch.randn(512, 1024, device="neuron")
     compiled(x, y)
 
-    def engines(fn):
-        with torch.no_grad(), profiler.profile() as prof:
-            out = fn(x, y)
-        busy = {}
-        for r in prof.records:
-            for engine, ns in r["engine_ns"].items():
-                busy[engine] = busy.get(engine, 0) + ns
-        return out, busy
-
-    fused_out, fused = engines(compiled)
-    eager_out, eager = engines(block)
+    fused_out, fused = busy_per_engine(compiled, x, y)
+    eager_out, eager = busy_per_engine(block, x, y)
     cpu_norm = copy.deepcopy(norm).cpu()
     expected = torch.nn.functional.gelu(cpu_norm(x.cpu())) + y.cpu()
     torch.testing.assert_close(fused_out.cpu(), expected)
     torch.testing.assert_close(eager_out.cpu(), expected)
     for engine in ("VectorE", "ScalarE"):
         assert 0.9 * eager[engine] <= fused[engine] <= eager[engine], engine
+
+
+def test_a_view_fused_into_a_kernel_adds_no_work_to_its_bound():
+    """A view is no eager kernel (Note [Fused kernel bound]): GELU of a reshaped tensor costs
+    one ScalarE pass and no VectorE time, as eager GELU does."""
+    def f(x):
+        return torch.nn.functional.gelu(x.view(512, 1024))
+
+    compiled = torch.compile(f, backend="neuron")
+    x = torch.randn(256, 2048, device="neuron")
+    compiled(x)
+
+    fused_out, fused = busy_per_engine(compiled, x)
+    eager_out, eager = busy_per_engine(f, x)
+    torch.testing.assert_close(fused_out.cpu(), f(x.cpu()))
+    assert fused.get("VectorE", 0) == eager.get("VectorE", 0) == 0
+    assert fused["ScalarE"] == pytest.approx(eager["ScalarE"], rel=1e-9)
 
 
 def test_a_fused_gather_moves_the_rows_it_reads_not_the_table():

@@ -211,6 +211,65 @@ def test_deprecated_names_warn_and_agree(old, new):
     assert torch.neuron.max_memory_allocated() == torch.neuron.memory_allocated()
 
 
+def check_segments(device):
+    """The allocator's invariants, from memory_snapshot(): a segment's blocks tile it, and no
+    two free blocks sit side by side (a freed block merges with its free neighbours)."""
+    here = [s for s in torch.neuron.memory_snapshot() if s["device"] == device]
+    for segment in here:
+        address = segment["address"]
+        previous_free = False
+        for block in segment["blocks"]:
+            assert block["address"] == address
+            address += block["size"]
+            free = block["state"] == "inactive"
+            assert not (free and previous_free), segment
+            previous_free = free
+        assert address == segment["address"] + segment["total_size"]
+    assert sum(s["total_size"] for s in here) == torch.neuron.memory_reserved(device)
+    assert sum(s["allocated_size"] for s in here) == torch.neuron.memory_allocated(device)
+
+
+def test_random_allocations_from_threads_keep_the_allocator_consistent():
+    """Four threads, each on a stream of its own (some blocks recorded on another stream),
+    allocate and free random sizes in both pools; at the end everything is free again and the
+    segments are consistent, before and after empty_cache."""
+    import random
+    import threading
+
+    device = 2
+    base = torch.neuron.memory_allocated(device)
+    streams = [torch.neuron.Stream(device=f"neuron:{device}") for _ in range(4)]
+    errors = []
+
+    def work(seed):
+        rng = random.Random(seed)
+        live = []
+        try:
+            with torch.neuron.stream(streams[seed]):
+                for _ in range(400):
+                    if live and rng.random() < 0.45:
+                        live.pop(rng.randrange(len(live)))
+                        continue
+                    size = rng.choice([rng.randrange(1, 1 << 20), rng.randrange(1, 24 << 20)])
+                    t = torch.empty(size, dtype=torch.uint8, device=f"neuron:{device}")
+                    if rng.random() < 0.1:
+                        t.record_stream(streams[(seed + 1) % 4])
+                    live.append(t)
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert torch.neuron.memory_allocated(device) == base
+    check_segments(device)
+    torch.neuron.empty_cache()
+    check_segments(device)
+
+
 def test_peak_and_reset_peak_memory_stats():
     torch.neuron.reset_peak_memory_stats()
     base = torch.neuron.memory_allocated()

@@ -220,9 +220,10 @@ struct DeviceCache {
 // previous ones, so the common path is kept short: one lock for the whole allocator (the
 // per-device caches and the live-block table), taken once per allocation and once per free and
 // held for a few dozen instructions, so a spin lock (Note [Spin locks] in trnsim/spin_lock.h:
-// about a tenth of an uncontended std::mutex's instructions); no heap allocation once a block
-// is cached (its free-list node is kept in the block); the block remembers its stream's queue
-// for the clock reading on free; and allocate_on checks the device index once (current_queue).
+// about a tenth of an uncontended std::mutex's instructions); no heap allocation when a cached
+// block is reused whole (its free-list node is kept in the block; only splitting one makes a
+// new block); the block remembers its stream's queue for the clock reading on free; and
+// allocate_on checks the device index once (current_queue).
 // DataPtrs carry the data pointer as their context (not the Block), so that
 // c10::Allocator::raw_allocate/raw_deleter work: CPU kernels running on device memory
 // (Note [Host execution]) may use them; the live table finds the block again.

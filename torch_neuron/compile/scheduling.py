@@ -202,7 +202,7 @@ def _fused_ops(nodes, symbols):
                 return []
             schema = aten._schema
             if any(a.name == "kernel_size" for a in schema.arguments):
-                return []  # a pooling window the bound would have to read (Note [Pooling windows])
+                return []  # a pooling window, which the bound would have to read
             if any(r.alias_info is not None and not r.alias_info.is_write
                    for r in schema.returns):
                 continue  # a view (view, expand, slice, ...): no eager kernel, no work
@@ -217,7 +217,8 @@ def _fused_ops(nodes, symbols):
             sizes = [_numel(t) for t in tensors]
             if not sizes or any(not e.free_symbols <= symbols for e in sizes):
                 return []
-            streamed = sum(str(a.type) in ("Tensor", "Optional[Tensor]") for a in schema.arguments)
+            streamed = sum(str(a.type) in ("Tensor", "Optional[Tensor]")
+                           for a in schema.arguments)
             name, elements, _ = calls.get(key, (schema.name, sympy.Integer(0), False))
             calls[key] = (name, sympy.Max(elements, *sizes), streamed >= 2)
     return list(calls.values())

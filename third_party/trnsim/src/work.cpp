@@ -169,10 +169,8 @@ WorkTime time_attention(const InstanceSpec& instance, const Attention& a, uint64
   return computed(std::move(cost));
 }
 
-// A compiler-fused kernel: one launch whose HBM traffic is its argument buffers only (the
-// intermediates it fused away stay on chip); its loops' passes are charged per kind of pass,
-// the elements of all loops together (one instruction stream per engine).
-// The engine passes of `loops` (each its pass plan), summed per engine and pass kind.
+// The engine passes of `loops` (each its pass plan), charged per kind of pass with the elements
+// of all loops together (one instruction stream per engine).
 OpCost fused_passes(const InstanceSpec& instance, const std::vector<Streaming>& loops) {
   // Elements per (engine, pass kind): VectorE one- and two-input, ScalarE, GpSimdE.
   std::array<uint64_t, 4> elements{};
@@ -202,14 +200,18 @@ double busiest_engine_ns(const OpCost& cost) {
 }
 
 // Note [Fused kernel bound]
-// A fused kernel's loops are charged the instructions their bodies compile to, as the
-// framework's compiler (Inductor) wrote them. It decomposes some ops that Trainium runs with
-// fewer instructions: GELU into erf arithmetic where ScalarE has a GELU activation function
-// (nki.language activation functions: gelu, gelu_apprx_tanh), LayerNorm into reductions and
-// arithmetic where the NKI layernorm tutorial uses bn_stats/bn_aggr. Neuron's compiler lowers
-// those ops as they are, so a fused kernel costs no more engine time than its ops would alone
-// (their pass plans, plan_of), and fusion still saves their HBM traffic and launches: the
-// kernel takes the lesser, by its busiest engine, of the two.
+// A compiler-fused kernel is one launch whose HBM traffic is its argument buffers only (the
+// intermediates it fused away stay on chip). Its loops are charged the instructions their
+// bodies compile to, as the framework's compiler (Inductor) wrote them, and it decomposes some
+// ops that Trainium runs with fewer instructions: GELU into erf arithmetic where ScalarE has a
+// GELU activation function (nki.language activation functions: gelu, gelu_apprx_tanh),
+// LayerNorm into reductions and arithmetic where the NKI layernorm tutorial uses
+// bn_stats/bn_aggr. A compiler for Trainium need not emit more instructions for an op than its
+// kernel alone runs, so a fused kernel costs no more engine time than its ops would alone
+// (their pass plans, plan_of) while fusion still saves their HBM traffic and launches: the
+// kernel takes the lesser, by its busiest engine, of the two. (Whether neuronx-cc, which
+// receives StableHLO, runs GELU and LayerNorm whole or decomposed, no Neuron document says:
+// docs/fidelity.md.)
 WorkTime time_fused(const InstanceSpec& instance, const FusedKernel& kernel, uint64_t bytes) {
   OpCost cost = fused_passes(instance, kernel.loops);
   if (!kernel.fused_ops.empty()) {

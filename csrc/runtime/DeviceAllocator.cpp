@@ -100,6 +100,27 @@ struct DeviceCache {
   FreeBlocks& pool_of(size_t size) { return size <= kSmallSize ? small_blocks : large_blocks; }
   static PoolKey key_of(const Block* b) { return {b->queue, b->size}; }
 
+  // A cached block part of a split segment cannot go back to HBM: CUDA's inactive_split
+  // statistics ("non-releasable memory"). Called as a block enters (+1) or leaves (-1) the
+  // cache; while it is cached its neighbours do not change (they are live: free neighbours
+  // merge).
+  void count_inactive_split(const Block* b, int64_t sign) {
+    if (b->prev == nullptr && b->next == nullptr) return;
+    update(stats.inactive_split_bytes, b->size, sign * static_cast<int64_t>(b->size));
+    update(stats.inactive_split, b->size, sign);
+  }
+  FreeBlocks::node_type take_out(FreeBlocks& pool, FreeBlocks::iterator where) {
+    count_inactive_split(where->second, -1);
+    return pool.extract(where);
+  }
+  FreeBlocks::iterator put_in(FreeBlocks& pool, Block* b, FreeBlocks::node_type node = {}) {
+    count_inactive_split(b, +1);
+    if (node.empty()) return pool.emplace(key_of(b), b);
+    node.key() = key_of(b);
+    node.mapped() = b;
+    return pool.insert(std::move(node));
+  }
+
   // A new segment of `size` bytes from HBM, or nullptr when HBM or the limit has no room.
   void* try_reserve(trnsim::Hbm& hbm, size_t size) {
     const auto reserved = stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
@@ -146,7 +167,7 @@ struct DeviceCache {
     auto it = pool.lower_bound({queue, size});
     if (it == pool.end() || it->first.first != queue) return nullptr;
     Block* block = it->second;
-    block->free_node = pool.extract(it);
+    block->free_node = take_out(pool, it);
     if (worth_splitting(block->size, size)) {
       auto* rest = new Block{block->device, static_cast<char*>(block->ptr) + size,
                              block->size - size, 0, block->queue, block->other_streams,
@@ -154,7 +175,7 @@ struct DeviceCache {
       if (rest->next != nullptr) rest->next->prev = rest;
       block->next = rest;
       block->size = size;
-      rest->where = pool.emplace(key_of(rest), rest);
+      rest->where = put_in(pool, rest);
     }
     return block;
   }
@@ -165,22 +186,16 @@ struct DeviceCache {
     FreeBlocks::node_type node = std::move(block->free_node);
     if (block->prev != nullptr && !block->prev->live) {
       Block* prev = block->prev;
-      node = pool.extract(prev->where);  // reuse the neighbour's node; drop this block's
+      node = take_out(pool, prev->where);  // reuse the neighbour's node; drop this block's
       merge_into(prev, block);
       block = prev;
     }
     if (block->next != nullptr && !block->next->live) {
       Block* next = block->next;
-      pool.erase(next->where);
+      take_out(pool, next->where);
       merge_into(block, next);
     }
-    if (node.empty()) {
-      block->where = pool.emplace(key_of(block), block);
-    } else {
-      node.key() = key_of(block);
-      node.mapped() = block;
-      block->where = pool.insert(std::move(node));
-    }
+    block->where = put_in(pool, block, std::move(node));
   }
 
   // Gives every cached whole segment back to HBM (split ones stay until all their parts are
@@ -436,8 +451,9 @@ void NeuronDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
   std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   auto& s = cache.stats;
-  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
-                      &s.active_bytes, &s.requested_bytes}) {
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split,
+                      &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
+                      &s.inactive_split_bytes, &s.requested_bytes}) {
     for (auto& stat : *array) stat.reset_accumulated();
   }
   s.num_alloc_retries = s.num_ooms = s.num_device_alloc = s.num_device_free = 0;
@@ -447,8 +463,9 @@ void NeuronDeviceAllocator::resetPeakStats(c10::DeviceIndex index) {
   auto& cache = cache_of(resolve_device(index));
   std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   auto& s = cache.stats;
-  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes,
-                      &s.active_bytes, &s.requested_bytes}) {
+  for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split,
+                      &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
+                      &s.inactive_split_bytes, &s.requested_bytes}) {
     for (auto& stat : *array) stat.reset_peak();
   }
 }

@@ -186,6 +186,7 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
         ("Active memory", "active_bytes", _fmt),
         ("Requested memory", "requested_bytes", _fmt),
         ("Reserved memory", "reserved_bytes", _fmt),
+        ("Non-releasable", "inactive_split_bytes", _fmt),
         ("Allocations", "allocation", str),
         ("Segments", "segment", str),
     ]

@@ -104,7 +104,12 @@ def test_a_larger_cached_block_is_split_and_merged_again():
     assert rest.data_ptr() == base + 12 * MiB
     assert torch.neuron.memory_allocated() - allocated == 16 * MiB
     assert (torch.neuron.memory_reserved(), segments()) == (reserved, segments0)
-    del head, rest
+    del rest  # cached, but part of a segment in use: CUDA's "non-releasable" memory
+    split = torch.neuron.memory_stats()
+    assert split["inactive_split_bytes.all.current"] == 4 * MiB
+    assert split["inactive_split.large_pool.current"] == 1
+    del head
+    assert torch.neuron.memory_stats()["inactive_split_bytes.all.current"] == 0
     whole = torch.empty(16 * MiB, dtype=torch.uint8, device="neuron")  # merged: fits again
     assert whole.data_ptr() == base
     assert (torch.neuron.memory_reserved(), segments()) == (reserved, segments0)
@@ -212,8 +217,9 @@ def test_deprecated_names_warn_and_agree(old, new):
 
 
 def check_segments(device):
-    """The allocator's invariants, from memory_snapshot(): a segment's blocks tile it, and no
-    two free blocks sit side by side (a freed block merges with its free neighbours)."""
+    """The allocator's invariants, from memory_snapshot(): a segment's blocks tile it, no two
+    free blocks sit side by side (a freed block merges with its free neighbours), and the
+    statistics add up."""
     here = [s for s in torch.neuron.memory_snapshot() if s["device"] == device]
     for segment in here:
         address = segment["address"]
@@ -227,6 +233,10 @@ def check_segments(device):
         assert address == segment["address"] + segment["total_size"]
     assert sum(s["total_size"] for s in here) == torch.neuron.memory_reserved(device)
     assert sum(s["allocated_size"] for s in here) == torch.neuron.memory_allocated(device)
+    # Free blocks of split segments are the "non-releasable" (inactive split) bytes.
+    assert sum(b["size"] for s in here if len(s["blocks"]) > 1 for b in s["blocks"]
+               if b["state"] == "inactive") == (
+        torch.neuron.memory_stats(device)["inactive_split_bytes.all.current"])
 
 
 def test_random_allocations_from_threads_keep_the_allocator_consistent():
@@ -268,6 +278,10 @@ def test_random_allocations_from_threads_keep_the_allocator_consistent():
     check_segments(device)
     torch.neuron.empty_cache()
     check_segments(device)
+    if base == 0:  # nothing else lives on the device: every segment is whole and released
+        stats = torch.neuron.memory_stats(device)
+        assert stats["inactive_split_bytes.all.current"] == 0
+        assert stats["reserved_bytes.all.current"] == 0
 
 
 def test_peak_and_reset_peak_memory_stats():

@@ -43,6 +43,13 @@ trnsim::Engine engine_of(OpClass op_class) {
   }
 }
 
+// The streaming passes of an op of class `op_class` (a streaming class) and base name `base`:
+// the eager charge of a streaming op and a fused kernel's bound (eager_streaming) alike.
+trnsim::Streaming op_passes(OpClass op_class, std::string_view base, uint64_t elements,
+                            bool two_inputs, bool sixteen_bit) {
+  return {streaming_kernel(base), engine_of(op_class), elements, two_inputs, sixteen_bit};
+}
+
 trnsim::Work streaming(trnsim::Engine engine, int64_t elements, uint64_t bytes) {
   return {trnsim::Streaming{StreamingKernel::Elementwise, engine,
                             static_cast<uint64_t>(elements)},
@@ -265,9 +272,8 @@ trnsim::Work describe_op(OpClass op_class, const std::string& name,
   // flattened lists: it is costed as one input per element.
   int streamed = 0;
   for (const auto& t : inputs) streamed += t.defined() && t.numel() > 1 ? 1 : 0;
-  return {trnsim::Streaming{streaming_kernel(base), engine_of(op_class),
-                            static_cast<uint64_t>(elements), !foreach && streamed >= 2,
-                            sixteen_bit},
+  return {op_passes(op_class, base, static_cast<uint64_t>(elements), !foreach && streamed >= 2,
+                    sixteen_bit),
           bytes};
 }
 
@@ -278,8 +284,7 @@ std::optional<trnsim::Streaming> eager_streaming(const std::string& name, uint64
       op_class != OpClass::GpSimd) {
     return std::nullopt;
   }
-  return trnsim::Streaming{streaming_kernel(base_op_name(name)), engine_of(op_class), elements,
-                           two_inputs, sixteen_bit};
+  return op_passes(op_class, base_op_name(name), elements, two_inputs, sixteen_bit);
 }
 
 trnsim::Work describe_kernel(OpClass op_class, const std::string& name,

@@ -237,7 +237,7 @@ struct DeviceCache {
 // held for a few dozen instructions, so a spin lock (Note [Spin locks] in trnsim/spin_lock.h:
 // about a tenth of an uncontended std::mutex's instructions); no heap allocation when a cached
 // block is reused whole (its free-list node is kept in the block; only splitting one makes a
-// new block); the block remembers its stream's queue for the clock reading on free; and
+// new block); a free reads no clock unless the block was recorded on other streams; and
 // allocate_on checks the device index once (current_queue).
 // DataPtrs carry the data pointer as their context (not the Block), so that
 // c10::Allocator::raw_allocate/raw_deleter work: CPU kernels running on device memory
@@ -283,8 +283,9 @@ bool release(void* ptr) {
   if (found == nullptr) return false;  // not ours; a deleter must not throw
   Block* block = *found;
   st.live.erase(ptr);
-  // Remember when the streams that used the block finish with it (Note [Caching HBM allocator]).
-  double ready = block->queue->now_ns();
+  // Remember when the other streams that used the block (record_stream) finish with it; its
+  // own stream's later work follows its last use anyway (Note [Caching HBM allocator]).
+  double ready = 0;
   for (auto id : block->other_streams) ready = std::max(ready, stream_clock(block->device, id));
   block->ready_ns = ready;
   auto& cache = st.caches[block->device];

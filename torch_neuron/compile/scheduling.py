@@ -46,6 +46,7 @@ pays the launch overhead once.
 
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch._inductor.codegen.common import InplacedBuffer
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.dependencies import MemoryDep
@@ -176,15 +177,12 @@ def _instructions(body):
 
 def _tensors(value):
     """The tensors in an FX node's example value (a tensor, or a tuple or list of them)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
 def _numel(t) -> sympy.Expr:
-    return sympy_product([s.node.expr if isinstance(s, torch.SymInt) else s for s in t.shape])
+    n = t.numel()
+    return n.node.expr if isinstance(n, torch.SymInt) else sympy.Integer(n)
 
 
 def _fused_ops(nodes, symbols):
@@ -269,13 +267,15 @@ class KernelWork:
 
     def charge_line(self, device_index: int, kernel_name: str) -> str:
         size = V.graph.wrapper_code.codegen_python_sizevar
-        loops = ", ".join(f"({engine!r}, {size(elements)}, {two})"
-                          for engine, elements, two in self.loops)
-        fused_ops = ", ".join(f"({name!r}, {size(elements)}, {two})"
-                              for name, elements, two in self.fused_ops)
+
+        def rows(triples):  # [(engine or ATen op, elements, two inputs)] as Python source
+            return ", ".join(f"({what!r}, {size(elements)}, {two})"
+                             for what, elements, two in triples)
+
         return (f"_charge_kernel({device_index}, {kernel_name!r}, {size(self.bytes)}, "
-                f"[{loops}], {self.sixteen_bit}, {self.ops!r}, "
-                f"[{', '.join(self.reads)}], [{', '.join(self.writes)}], [{fused_ops}])")
+                f"[{rows(self.loops)}], {self.sixteen_bit}, {self.ops!r}, "
+                f"[{', '.join(self.reads)}], [{', '.join(self.writes)}], "
+                f"[{rows(self.fused_ops)}])")
 
 
 class NeuronScheduling(CppScheduling):

@@ -117,12 +117,9 @@ def caching_allocator_alloc(size: int, device: Any = None,
                             stream: Optional[torch.Stream] = None) -> int:
     """Allocates `size` bytes from the caching allocator on `stream` (default: the device's
     current stream) and returns the address; free it with caching_allocator_delete()."""
-    from torch_neuron.neuron.streams import current_stream
     from torch_neuron.neuron.streams import stream as stream_context
 
     index = _index(device)
-    if stream is None:
-        stream = current_stream(index)
     if not isinstance(size, int) or size < 0:
         raise ValueError(f"caching_allocator_alloc: size must be a non-negative int of bytes, "
                          f"got {size!r}")

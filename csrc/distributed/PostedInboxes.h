@@ -14,7 +14,10 @@
 // ranks over loopback, a 1 KiB exchange on Gloo alone: 144-258 us per exchange with the receive
 // posted at the exchange, 85-115 us posted after the previous one (Gloo's own all_to_all of
 // the same size: 156-225 us). Channels whose tag user code may also receive on must not use
-// this: a receive from any rank would race with the posted one.
+// this: a receive from any rank would race with the posted one. Between ranks on one machine
+// the messages go over local links instead (Note [Local links]), which send without a notice;
+// there a receive posted in advance only spares the copy out of the queue of unexpected
+// messages.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <optional>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "aten/Charge.h"
@@ -21,6 +22,7 @@
 #include "distributed/HostStaging.h"
 #include "distributed/InlineCollective.h"
 #include "distributed/NeuronWork.h"
+#include "distributed/LocalLinks.h"
 #include "distributed/PostedInboxes.h"
 #include "distributed/PremulFactor.h"
 #include "distributed/SpmdCpuBackend.h"
@@ -180,6 +182,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a Gloo process group to move data");
   cpu_gloo_ = cpu_;
   data_ = gloo_;
+  messages_ = gloo_;
   if (global_ranks_.empty()) {
     for (int r = 0; r < size; ++r) global_ranks_.push_back(r);
   }
@@ -194,7 +197,10 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
   // whose device does not exist, so that all ranks raise together instead of the others
   // waiting for it.
   const bool valid = device >= 0 && device < visible_device_count();
-  enum Field { kNode, kChip, kCore, kPid, kHost, kFields };
+  // Also where this process's local links listen (Note [Local links]): abstract sockets are
+  // shared by the processes of one network namespace on one machine.
+  enum Field { kNode, kChip, kCore, kPid, kHost, kNetns, kLink, kToken, kFields };
+  auto links = c10::make_intrusive<LocalLinks>(rank, size, timeout_);
   at::Tensor mine = at::empty({kFields}, at::kLong);
   auto* m = mine.data_ptr<int64_t>();
   m[kNode] = node;
@@ -202,6 +208,10 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
   m[kCore] = valid ? torch_neuron::device(device).core() : -1;
   m[kPid] = getpid();
   m[kHost] = static_cast<int64_t>(gethostid());
+  struct stat netns {};
+  m[kNetns] = ::stat("/proc/self/ns/net", &netns) == 0 ? static_cast<int64_t>(netns.st_ino) : -1;
+  m[kLink] = links->address();
+  m[kToken] = links->token();
   at::Tensor all = at::empty({kFields * size}, at::kLong);
   std::vector<at::Tensor> in{mine};
   std::vector<std::vector<at::Tensor>> out{all.chunk(size)};
@@ -225,6 +235,19 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
     places_.push_back({static_cast<int>(a[kNode]), static_cast<int>(a[kChip])});
     // Ranks on this machine can be checked for having exited when a collective fails.
     pids_.push_back(a[kHost] == m[kHost] ? a[kPid] : -1);
+  }
+  bool one_machine = m[kNetns] >= 0;
+  std::vector<int64_t> addresses, tokens;
+  for (int r = 0; r < size; ++r) {
+    const int64_t* a = all.data_ptr<int64_t>() + kFields * r;
+    one_machine = one_machine && a[kHost] == m[kHost] && a[kNetns] == m[kNetns];
+    addresses.push_back(a[kLink]);
+    tokens.push_back(a[kToken]);
+  }
+  // Every rank decides the same from the same records.
+  if (one_machine && size > 1) {
+    links->connect(addresses, tokens);
+    messages_ = std::move(links);
   }
 }
 
@@ -401,7 +424,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   if (!agreement_inboxes_) {
     std::vector<int> peers = gloo_ranks_;
     peers[me] = -1;
-    agreement_inboxes_ = std::make_unique<PostedInboxes>(*gloo_, kAgreementTag,
+    agreement_inboxes_ = std::make_unique<PostedInboxes>(*messages_, kAgreementTag,
                                                          kRecordBytes + kCarriedBytes, peers);
   }
   std::vector<at::Tensor> inboxes(getSize());
@@ -414,7 +437,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
       exchange.push_back(std::move(receive.work));
       inboxes[r] = std::move(receive.inbox);
       std::vector<at::Tensor> message{message_for(r)};
-      exchange.push_back(gloo_->send(message, peer, kAgreementTag));
+      exchange.push_back(messages_->send(message, peer, kAgreementTag));
     }
   } catch (const std::exception& e) {
     raise_failed(name, e);
@@ -852,8 +875,9 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 // Gloo moves point-to-point bytes without checking that a send and its receive agree on the
 // size: a smaller send into a larger receive completes with part of the buffer stale, a larger
 // one aborts the process. Each side therefore tells the other its size, without adding a
-// round trip to a small message (Gloo keeps messages in order per peer and tag; the group's
-// messages use tags of their own):
+// round trip to a small message. The messages go over the group's local links between ranks
+// on one machine (Note [Local links]), over Gloo otherwise; both keep messages in order per
+// peer and tag, and the group's messages use tags of their own:
 //   - a receive, at issue, posts an inbox of kHeaderBytes + kInlineBytes on the user's tag,
 //     and when it holds more than kInlineBytes a bulk receive straight into its buffer (bulk
 //     tag); it sends its size to the sender (size tag);
@@ -936,7 +960,7 @@ void ProcessGroupNeuron::settle_sends(int peer, int tag, const std::shared_ptr<P
       if (send->moves_data && wanted > static_cast<uint64_t>(kInlineBytes)) {
         std::vector<at::Tensor> bulk{wanted == send->bytes ? send->bulk
                                                            : at::zeros({1}, at::kByte)};
-        gloo_->send(bulk, gloo_rank(peer), tag | kBulkTagBit)->wait();
+        messages_->send(bulk, gloo_rank(peer), tag | kBulkTagBit)->wait();
       }
       send->settled = true;
     }
@@ -969,7 +993,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
   pending->moves_data = execution_enabled();
   const bool with_values = !pending->moves_data && bytes <= static_cast<uint64_t>(kInlineBytes) &&
                            values_known(tensors[0]);
-  pending->wanted = posted_sizes_.next(*gloo_, peer, tag | kSizeTagBit);
+  pending->wanted = posted_sizes_.next(*messages_, peer, tag | kSizeTagBit);
   auto staging = std::make_shared<HostStaging>();
   const at::Tensor data = as_bytes(staging->input(tensors[0]));
   const bool inline_data = !pending->moves_data || bytes <= static_cast<uint64_t>(kInlineBytes);
@@ -988,7 +1012,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
     pending->keep_alive = staging;
   }
   send_queues_.of(dst_rank, tag).push(pending);
-  auto message_work = gloo_->send(message, peer, tag);
+  auto message_work = messages_->send(message, peer, tag);
   // The sender's side ends once its bytes are on the link (the receiver buffers them).
   std::optional<ComputeKnownValues> computing;
   if (with_values) computing.emplace();
@@ -1062,14 +1086,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
   // rank's size and the bulk receive wait for the header, which names the sender.
   c10::intrusive_ptr<c10d::Work> inbox_work, bulk_work, size_work;
   if (type == OpType::RECV) {
-    inbox_work = gloo_->recv(inbox, gloo_rank(peer), tag);
+    inbox_work = messages_->recv(inbox, gloo_rank(peer), tag);
     if (bulk) {
       std::vector<at::Tensor> into{data};
-      bulk_work = gloo_->recv(into, gloo_rank(peer), tag | kBulkTagBit);
+      bulk_work = messages_->recv(into, gloo_rank(peer), tag | kBulkTagBit);
     }
-    size_work = gloo_->send(mine, gloo_rank(peer), tag | kSizeTagBit);
+    size_work = messages_->send(mine, gloo_rank(peer), tag | kSizeTagBit);
   } else {
-    inbox_work = gloo_->recvAnysource(inbox, tag);
+    inbox_work = messages_->recvAnysource(inbox, tag);
   }
   // NeuronWork waits for `inbox_work` before `finish`; a Gloo receive must not be waited for
   // twice (the second wait blocks for another message).
@@ -1080,10 +1104,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
     if (known) {
       size_work->wait();
     } else {
-      gloo_->send(mine, src, tag | kSizeTagBit)->wait();
+      messages_->send(mine, src, tag | kSizeTagBit)->wait();
       if (bulk) {
         std::vector<at::Tensor> into{data};
-        bulk_work = gloo_->recv(into, src, tag | kBulkTagBit);
+        bulk_work = messages_->recv(into, src, tag | kBulkTagBit);
       }
     }
     const auto* header = reinterpret_cast<const double*>(inbox[0].data_ptr());

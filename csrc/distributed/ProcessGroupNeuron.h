@@ -1,7 +1,8 @@
 // The c10d backend "neuron": torch.distributed on neuron tensors.
 //
-// Note [Neuron process group]: Gloo moves the bytes and trnsim says how long the move would
-// take on Trainium. Each rank is one process driving one NeuronCore (neuron:LOCAL_RANK). A
+// Note [Neuron process group]: Gloo moves the bytes (the group's own messages go over local
+// links between ranks on one machine: Note [Local links]) and trnsim says how long the move
+// would take on Trainium. Each rank is one process driving one NeuronCore (neuron:LOCAL_RANK). A
 // collective on neuron tensors hands Gloo host views of them (HostStaging), runs to completion
 // when issued (Note [Collective completion]), and is charged on the group's collective stream:
 //   start = max over ranks of each rank's arrival (its current stream's clock, or the
@@ -158,6 +159,9 @@ class ProcessGroupNeuron final : public c10d::Backend {
   std::string exited_ranks() const;
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
+  // What carries the group's own messages (agreement records, point-to-point headers, sizes
+  // and data): LocalLinks between ranks on one machine (Note [Local links]), else gloo_.
+  c10::intrusive_ptr<c10d::Backend> messages_;
   // Note [CPU tensors in a group of their own]
   // Calls on CPU tensors only go to a Gloo group of their own, not to gloo_: a thread may then
   // run CPU collectives while another runs neuron ones, as torch.distributed.checkpoint's

@@ -1,0 +1,427 @@
+#include "distributed/LocalLinks.h"
+
+#include <c10/util/Exception.h>
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+namespace torch_neuron {
+
+namespace {
+
+// A frame's header: its tag and payload size.
+struct Header {
+  uint64_t tag;
+  uint64_t bytes;
+};
+
+// What a connecting rank says first: who it is and the listener's token.
+struct Hello {
+  int64_t rank;
+  int64_t token;
+};
+
+constexpr uint32_t kWakeId = UINT32_MAX;
+// Autobind names are a NUL byte and 5 hex digits (unix(7), "Autobind feature").
+constexpr int kAutobindDigits = 5;
+
+[[noreturn]] void raise(const std::string& what) { C10_THROW_ERROR(DistBackendError, what); }
+
+std::string os_error(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
+
+// Reads `n` bytes; false if the socket closed or failed first.
+bool read_all(int fd, void* into, size_t n) {
+  auto* p = static_cast<uint8_t*>(into);
+  while (n > 0) {
+    const ssize_t got = ::recv(fd, p, n, MSG_WAITALL);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// Writes every byte of the `count` buffers; false if the socket failed first.
+bool write_all(int fd, iovec* parts, int count) {
+  while (count > 0) {
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<size_t>(count);
+    ssize_t sent = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0) return false;
+    while (count > 0 && static_cast<size_t>(sent) >= parts->iov_len) {
+      sent -= static_cast<ssize_t>(parts->iov_len);
+      ++parts;
+      --count;
+    }
+    if (count > 0) {
+      parts->iov_base = static_cast<uint8_t*>(parts->iov_base) + sent;
+      parts->iov_len -= static_cast<size_t>(sent);
+    }
+  }
+  return true;
+}
+
+sockaddr_un abstract_address(int64_t digits, socklen_t& length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  char name[kAutobindDigits + 1];
+  std::snprintf(name, sizeof(name), "%05llx", static_cast<unsigned long long>(digits));
+  std::memcpy(address.sun_path + 1, name, kAutobindDigits);
+  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + kAutobindDigits);
+  return address;
+}
+
+void check_tensor(const std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK(tensors.size() == 1, "neuron local links: ", op, " takes one tensor");
+  TORCH_CHECK(tensors[0].is_cpu() && tensors[0].is_contiguous(), "neuron local links: ", op,
+              " takes a contiguous CPU tensor");
+}
+
+// A send: complete when made (its bytes are written).
+class Sent final : public c10d::Work {
+ public:
+  Sent() { finish(); }
+};
+
+}  // namespace
+
+class LocalLinks::Receive final : public c10d::Work {
+ public:
+  Receive(at::Tensor tensor, int peer, uint64_t tag, std::chrono::milliseconds timeout)
+      : tensor_(std::move(tensor)), peer_(peer), tag_(tag), timeout_(timeout) {}
+
+  uint8_t* data() const { return static_cast<uint8_t*>(tensor_.data_ptr()); }
+  size_t capacity() const { return tensor_.nbytes(); }
+  int peer() const { return peer_; }
+
+  // Called once, by whoever filled it or found it cannot be filled.
+  void complete(int source, std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      source_ = source;
+    }
+    finish(std::move(error));
+  }
+
+  int sourceRank() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return source_;
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
+    if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {
+      raise(c10::str("timed out after ", limit.count(), " ms waiting for a message from ",
+                     peer_ >= 0 ? c10::str("rank ", peer_) : std::string("any rank"),
+                     " (tag ", tag_, ")"));
+    }
+    if (exception_) std::rethrow_exception(exception_);
+    return true;
+  }
+
+ private:
+  at::Tensor tensor_;
+  int peer_;
+  uint64_t tag_;
+  std::chrono::milliseconds timeout_;
+  int source_ = -1;
+};
+
+LocalLinks::LocalLinks(int rank, int size, std::chrono::milliseconds timeout)
+    : Backend(rank, size), timeout_(timeout), sockets_(size, -1), closed_(size) {
+  for (int r = 0; r < size; ++r) writing_.push_back(std::make_unique<std::mutex>());
+  listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener_ < 0) raise("neuron local links: " + os_error("socket"));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  // Binding no name asks the kernel for a free abstract one (autobind).
+  if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(sa_family_t)) != 0 ||
+      ::listen(listener_, size) != 0) {
+    const std::string why = os_error("bind/listen");
+    ::close(listener_);
+    raise("neuron local links: " + why);
+  }
+  socklen_t length = sizeof(address);
+  ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+  char digits[kAutobindDigits + 1] = {};
+  std::memcpy(digits, address.sun_path + 1, kAutobindDigits);
+  address_ = std::strtoll(digits, nullptr, 16);
+  std::random_device entropy;
+  token_ = (static_cast<int64_t>(entropy()) << 31) ^ static_cast<int64_t>(entropy());
+  wake_ = ::eventfd(0, EFD_CLOEXEC);
+}
+
+void LocalLinks::connect(const std::vector<int64_t>& addresses,
+                         const std::vector<int64_t>& tokens) {
+  const int me = getRank();
+  for (int r = me + 1; r < getSize(); ++r) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t length = 0;
+    const sockaddr_un address = abstract_address(addresses[r], length);
+    Hello hello{me, tokens[r]};
+    iovec part{&hello, sizeof(hello)};
+    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+        !write_all(fd, &part, 1)) {
+      const std::string why = os_error("connect");
+      if (fd >= 0) ::close(fd);
+      raise(c10::str("neuron local links: rank ", me, " cannot reach rank ", r, ": ", why));
+    }
+    sockets_[r] = fd;
+  }
+  // The lower ranks connect to this one. A connection that does not say a lower rank and
+  // this listener's token is not the group's: it is dropped.
+  int missing = me;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (missing > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd ready{listener_, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
+      if (errno == EINTR && left.count() > 0) continue;
+      raise(c10::str("neuron local links: rank ", me, " timed out waiting for ", missing,
+                     " lower rank(s) to connect"));
+    }
+    const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Hello hello{};
+    timeval limit{static_cast<time_t>(timeout_.count() / 1000),
+                  static_cast<suseconds_t>(timeout_.count() % 1000 * 1000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    const bool ok = read_all(fd, &hello, sizeof(hello)) && hello.token == token_ &&
+                    hello.rank >= 0 && hello.rank < me && sockets_[hello.rank] < 0;
+    timeval forever{0, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof(forever));
+    if (!ok) {
+      ::close(fd);
+      continue;
+    }
+    sockets_[hello.rank] = fd;
+    --missing;
+  }
+  ::close(listener_);
+  listener_ = -1;
+  reader_ = std::thread([this] { read_loop(); });
+}
+
+LocalLinks::~LocalLinks() { stop(); }
+
+void LocalLinks::stop() {
+  if (reader_.joinable()) {
+    const uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof(one));
+    reader_.join();
+  }
+  for (int& fd : sockets_) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  if (listener_ >= 0) ::close(listener_);
+  if (wake_ >= 0) ::close(wake_);
+  listener_ = wake_ = -1;
+}
+
+c10::intrusive_ptr<c10d::Work> LocalLinks::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                                int tag) {
+  check_tensor(tensors, "send");
+  TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize() && dst_rank != getRank(),
+              "neuron local links: no peer rank ", dst_rank);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!closed_[dst_rank].empty()) raise(closed_[dst_rank]);
+  }
+  Header header{static_cast<uint64_t>(tag), tensors[0].nbytes()};
+  iovec parts[2] = {{&header, sizeof(header)}, {tensors[0].data_ptr(), header.bytes}};
+  std::lock_guard<std::mutex> writing(*writing_[dst_rank]);
+  if (!write_all(sockets_[dst_rank], parts, header.bytes > 0 ? 2 : 1)) {
+    raise(c10::str("send to rank ", dst_rank, " failed: ", os_error("sendmsg"),
+                   " (has its process exited?)"));
+  }
+  return c10::make_intrusive<Sent>();
+}
+
+c10::intrusive_ptr<c10d::Work> LocalLinks::recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                                int tag) {
+  check_tensor(tensors, "recv");
+  TORCH_CHECK(src_rank >= 0 && src_rank < getSize() && src_rank != getRank(),
+              "neuron local links: no peer rank ", src_rank);
+  return post(tensors[0], src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> LocalLinks::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                         int tag) {
+  check_tensor(tensors, "recv");
+  return post(tensors[0], -1, tag);
+}
+
+namespace {
+
+std::exception_ptr too_large(uint64_t bytes, size_t capacity, int peer, uint64_t tag) {
+  try {
+    raise(c10::str("a message of ", bytes, " bytes from rank ", peer, " (tag ", tag,
+                   ") does not fit its receive buffer of ", capacity, " bytes"));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> LocalLinks::post(const at::Tensor& tensor, int peer, int tag) {
+  auto receive = c10::make_intrusive<Receive>(tensor, peer, static_cast<uint64_t>(tag), timeout_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (peer >= 0 && !closed_[peer].empty()) raise(closed_[peer]);
+  auto& waiting = unexpected_[static_cast<uint64_t>(tag)];
+  for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+    if (peer >= 0 && it->peer != peer) continue;
+    Unexpected frame = std::move(*it);
+    waiting.erase(it);
+    lock.unlock();
+    if (frame.bytes.size() > receive->capacity()) {
+      receive->complete(frame.peer, too_large(frame.bytes.size(), receive->capacity(),
+                                              frame.peer, static_cast<uint64_t>(tag)));
+    } else {
+      std::memcpy(receive->data(), frame.bytes.data(), frame.bytes.size());
+      receive->complete(frame.peer, nullptr);
+    }
+    return receive;
+  }
+  posted_[static_cast<uint64_t>(tag)].push_back(receive);
+  return receive;
+}
+
+c10::intrusive_ptr<LocalLinks::Receive> LocalLinks::take_posted(int peer, uint64_t tag) {
+  auto found = posted_.find(tag);
+  if (found == posted_.end()) return nullptr;
+  auto& queue = found->second;
+  for (auto it = queue.begin(); it != queue.end(); ++it) {
+    if ((*it)->peer() >= 0 && (*it)->peer() != peer) continue;
+    auto receive = std::move(*it);
+    queue.erase(it);
+    return receive;
+  }
+  return nullptr;
+}
+
+bool LocalLinks::read_frame(int peer) {
+  const int fd = sockets_[peer];
+  const std::string gone = c10::str("the connection to rank ", peer,
+                                    " closed (has its process exited?)");
+  Header header{};
+  if (!read_all(fd, &header, sizeof(header))) {
+    fail_peer(peer, gone);
+    return false;
+  }
+  c10::intrusive_ptr<Receive> receive;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    receive = take_posted(peer, header.tag);
+  }
+  std::vector<uint8_t> held;
+  if (!receive || header.bytes > receive->capacity()) {
+    // Unexpected (or too large): read it aside; a receive posted meanwhile takes it below.
+    held.resize(header.bytes);
+    if (!read_all(fd, held.data(), held.size())) {
+      if (receive) receive->complete(peer, too_large(header.bytes, receive->capacity(), peer,
+                                                     header.tag));
+      fail_peer(peer, gone);
+      return false;
+    }
+    if (receive) {
+      receive->complete(peer, too_large(header.bytes, receive->capacity(), peer, header.tag));
+      return true;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    receive = take_posted(peer, header.tag);
+    if (!receive) {
+      unexpected_[header.tag].push_back({peer, std::move(held)});
+      return true;
+    }
+  }
+  if (header.bytes > receive->capacity()) {
+    receive->complete(peer, too_large(header.bytes, receive->capacity(), peer, header.tag));
+  } else if (!held.empty()) {
+    std::memcpy(receive->data(), held.data(), held.size());
+    receive->complete(peer, nullptr);
+  } else if (read_all(fd, receive->data(), header.bytes)) {
+    receive->complete(peer, nullptr);
+  } else {
+    receive->complete(peer, std::make_exception_ptr(std::runtime_error(gone)));
+    fail_peer(peer, gone);
+    return false;
+  }
+  return true;
+}
+
+void LocalLinks::fail_peer(int peer, const std::string& why) {
+  std::vector<c10::intrusive_ptr<Receive>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_[peer] = why;
+    bool all_closed = true;
+    for (int r = 0; r < getSize(); ++r) all_closed = all_closed && (r == getRank() || !closed_[r].empty());
+    for (auto& [tag, queue] : posted_) {
+      for (auto it = queue.begin(); it != queue.end();) {
+        if ((*it)->peer() == peer || (all_closed && (*it)->peer() < 0)) {
+          failed.push_back(std::move(*it));
+          it = queue.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  for (auto& receive : failed) {
+    try {
+      raise(why);
+    } catch (...) {
+      receive->complete(peer, std::current_exception());
+    }
+  }
+}
+
+void LocalLinks::read_loop() {
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.u32 = kWakeId;
+  ::epoll_ctl(ep, EPOLL_CTL_ADD, wake_, &wake);
+  for (int r = 0; r < getSize(); ++r) {
+    if (sockets_[r] < 0) continue;
+    epoll_event readable{};
+    readable.events = EPOLLIN;
+    readable.data.u32 = static_cast<uint32_t>(r);
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, sockets_[r], &readable);
+  }
+  epoll_event events[16];
+  for (;;) {
+    const int n = ::epoll_wait(ep, events, 16, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    for (int i = 0; i < n; ++i) {
+      const uint32_t id = events[i].data.u32;
+      if (id == kWakeId) {
+        ::close(ep);
+        return;
+      }
+      const int peer = static_cast<int>(id);
+      if (!read_frame(peer)) ::epoll_ctl(ep, EPOLL_CTL_DEL, sockets_[peer], nullptr);
+    }
+  }
+  ::close(ep);
+}
+
+}  // namespace torch_neuron

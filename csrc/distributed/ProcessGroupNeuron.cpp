@@ -329,8 +329,8 @@ double ProcessGroupNeuron::arrival_ns(c10::Device device) {
 // The agreement (Note [Neuron process group]) costs one message latency before the data moves,
 // which doubles the wall time of a small collective. A collective whose data for each peer
 // fits in kInlineBytes (all_gather and reduce_scatter: kCarriedBytes, all_to_all and broadcast:
-// kDirectCarriedBytes, as they carry no more than Gloo moves to each peer) therefore sends that
-// data in its agreement message, after the record:
+// kDirectCarriedBytes, as they carry no more than Gloo moves to each peer; all_reduce and
+// reduce: below) therefore sends that data in its agreement message, after the record:
 // all_reduce, reduce_scatter and reduce send their (chunk of the) input to the ranks that
 // reduce it, all_gather and all_to_all with equal splits their input (chunk), broadcast the
 // root's tensor. Every rank then checks the records as before and only if all agree computes
@@ -376,12 +376,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
     // ring moves the same bytes in p - 1 steps one after another, the carried exchange in
     // one), all_to_all and broadcast up to kDirectCarriedBytes (Gloo sends each peer its data
     // directly; carried, the agreement and the data are one step instead of two, for a copy
-    // into and out of the messages). all_reduce and reduce carry only what is small enough for
-    // the message latency to dominate: they would carry the whole tensor to every rank that
-    // reduces it, p - 1 times its bytes into one rank, where Gloo's ring moves less than twice
-    // them.
-    const bool ring = kind == Collective::AllGather || kind == Collective::ReduceScatter;
-    const bool direct = kind == Collective::AllToAll || kind == Collective::Broadcast;
+    // into and out of the messages). all_reduce and reduce carry the whole tensor to every
+    // rank that reduces it, p - 1 times its bytes into one rank, where Gloo's ring moves less
+    // than twice them but in 2(p - 1) steps of two messages each (Note [Receives posted in
+    // advance]): they carry up to kDirectCarriedBytes too (on 4 ranks of this project's 2-core
+    // machine, a 128-512 KiB all_reduce took Gloo's ring 4.0-4.7 ms, a carried 32 KiB one
+    // 0.5 ms), and a 2-rank reduce, which carries only what Gloo's would move, up to
+    // kCarriedBytes.
+    const bool ring = kind == Collective::AllGather || kind == Collective::ReduceScatter ||
+                      (getSize() == 2 && kind == Collective::Reduce);
+    const bool direct = kind == Collective::AllToAll || kind == Collective::Broadcast ||
+                        kind == Collective::AllReduce || kind == Collective::Reduce;
     const auto cap = static_cast<size_t>(ring     ? kCarriedBytes
                                          : direct ? kDirectCarriedBytes
                                                   : kInlineBytes);

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -100,12 +101,26 @@ class Sent final : public c10d::Work {
 
 class LocalLinks::Receive final : public c10d::Work {
  public:
-  Receive(at::Tensor tensor, int peer, uint64_t tag, std::chrono::milliseconds timeout)
-      : tensor_(std::move(tensor)), peer_(peer), tag_(tag), timeout_(timeout) {}
+  Receive(std::vector<at::Tensor> parts, int peer, uint64_t tag, bool truncate,
+          std::chrono::milliseconds timeout)
+      : parts_(std::move(parts)), peer_(peer), tag_(tag), truncate_(truncate), timeout_(timeout) {
+    for (const auto& part : parts_) capacity_ += part.nbytes();
+  }
 
-  uint8_t* data() const { return static_cast<uint8_t*>(tensor_.data_ptr()); }
-  size_t capacity() const { return tensor_.nbytes(); }
+  const std::vector<at::Tensor>& parts() const { return parts_; }
+  size_t capacity() const { return capacity_; }
+  bool takes(uint64_t bytes) const { return truncate_ || bytes <= capacity_; }
   int peer() const { return peer_; }
+
+  // Copies `bytes` (a whole frame held aside) into the parts, as far as they reach.
+  void fill(const uint8_t* bytes, size_t size) const {
+    for (const auto& part : parts_) {
+      const size_t n = std::min(size, part.nbytes());
+      if (n > 0) std::memcpy(part.data_ptr(), bytes, n);
+      bytes += n;
+      size -= n;
+    }
+  }
 
   // Called once, by whoever filled it or found it cannot be filled.
   void complete(int source, std::exception_ptr error) {
@@ -134,9 +149,11 @@ class LocalLinks::Receive final : public c10d::Work {
   }
 
  private:
-  at::Tensor tensor_;
+  std::vector<at::Tensor> parts_;
+  size_t capacity_ = 0;
   int peer_;
   uint64_t tag_;
+  bool truncate_;
   std::chrono::milliseconds timeout_;
   int source_ = -1;
 };
@@ -237,16 +254,28 @@ void LocalLinks::stop() {
 c10::intrusive_ptr<c10d::Work> LocalLinks::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                 int tag) {
   check_tensor(tensors, "send");
+  return send_parts(tensors, dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> LocalLinks::send_parts(const std::vector<at::Tensor>& parts,
+                                                      int dst_rank, int tag) {
   TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize() && dst_rank != getRank(),
               "neuron local links: no peer rank ", dst_rank);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!closed_[dst_rank].empty()) raise(closed_[dst_rank]);
   }
-  Header header{static_cast<uint64_t>(tag), tensors[0].nbytes()};
-  iovec parts[2] = {{&header, sizeof(header)}, {tensors[0].data_ptr(), header.bytes}};
+  Header header{static_cast<uint64_t>(tag), 0};
+  std::vector<iovec> iov{{&header, sizeof(header)}};
+  for (const auto& part : parts) {
+    TORCH_CHECK(part.is_cpu() && part.is_contiguous(),
+                "neuron local links: a message part must be a contiguous CPU tensor");
+    if (part.nbytes() == 0) continue;
+    iov.push_back({part.data_ptr(), part.nbytes()});
+    header.bytes += part.nbytes();
+  }
   std::lock_guard<std::mutex> writing(*writing_[dst_rank]);
-  if (!write_all(sockets_[dst_rank], parts, header.bytes > 0 ? 2 : 1)) {
+  if (!write_all(sockets_[dst_rank], iov.data(), static_cast<int>(iov.size()))) {
     raise(c10::str("send to rank ", dst_rank, " failed: ", os_error("sendmsg"),
                    " (has its process exited?)"));
   }
@@ -258,13 +287,13 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::recv(std::vector<at::Tensor>& tensors
   check_tensor(tensors, "recv");
   TORCH_CHECK(src_rank >= 0 && src_rank < getSize() && src_rank != getRank(),
               "neuron local links: no peer rank ", src_rank);
-  return post(tensors[0], src_rank, tag);
+  return receive(tensors, src_rank, tag, /*truncate=*/false);
 }
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::recvAnysource(std::vector<at::Tensor>& tensors,
                                                          int tag) {
   check_tensor(tensors, "recv");
-  return post(tensors[0], -1, tag);
+  return receive(tensors, -1, tag, /*truncate=*/false);
 }
 
 namespace {
@@ -280,21 +309,27 @@ std::exception_ptr too_large(uint64_t bytes, size_t capacity, int peer, uint64_t
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> LocalLinks::post(const at::Tensor& tensor, int peer, int tag) {
-  auto receive = c10::make_intrusive<Receive>(tensor, peer, static_cast<uint64_t>(tag), timeout_);
+c10::intrusive_ptr<c10d::Work> LocalLinks::receive(std::vector<at::Tensor> parts, int src_rank,
+                                                   int tag, bool truncate) {
+  for (const auto& part : parts) {
+    TORCH_CHECK(part.is_cpu() && part.is_contiguous(),
+                "neuron local links: a receive part must be a contiguous CPU tensor");
+  }
+  auto receive = c10::make_intrusive<Receive>(std::move(parts), src_rank,
+                                              static_cast<uint64_t>(tag), truncate, timeout_);
   std::unique_lock<std::mutex> lock(mutex_);
-  if (peer >= 0 && !closed_[peer].empty()) raise(closed_[peer]);
+  if (src_rank >= 0 && !closed_[src_rank].empty()) raise(closed_[src_rank]);
   auto& waiting = unexpected_[static_cast<uint64_t>(tag)];
   for (auto it = waiting.begin(); it != waiting.end(); ++it) {
-    if (peer >= 0 && it->peer != peer) continue;
+    if (src_rank >= 0 && it->peer != src_rank) continue;
     Unexpected frame = std::move(*it);
     waiting.erase(it);
     lock.unlock();
-    if (frame.bytes.size() > receive->capacity()) {
+    if (!receive->takes(frame.bytes.size())) {
       receive->complete(frame.peer, too_large(frame.bytes.size(), receive->capacity(),
                                               frame.peer, static_cast<uint64_t>(tag)));
     } else {
-      std::memcpy(receive->data(), frame.bytes.data(), frame.bytes.size());
+      receive->fill(frame.bytes.data(), frame.bytes.size());
       receive->complete(frame.peer, nullptr);
     }
     return receive;
@@ -316,6 +351,23 @@ c10::intrusive_ptr<LocalLinks::Receive> LocalLinks::take_posted(int peer, uint64
   return nullptr;
 }
 
+bool LocalLinks::read_into(int peer, Receive& receive, uint64_t bytes) {
+  const int fd = sockets_[peer];
+  for (const auto& part : receive.parts()) {
+    const uint64_t n = std::min<uint64_t>(bytes, part.nbytes());
+    if (n > 0 && !read_all(fd, part.data_ptr(), n)) return false;
+    bytes -= n;
+  }
+  // What the parts cannot hold (a truncating receive) is read and dropped.
+  uint8_t sink[4096];
+  while (bytes > 0) {
+    const uint64_t n = std::min<uint64_t>(bytes, sizeof(sink));
+    if (!read_all(fd, sink, n)) return false;
+    bytes -= n;
+  }
+  return true;
+}
+
 bool LocalLinks::read_frame(int peer) {
   const int fd = sockets_[peer];
   const std::string gone = c10::str("the connection to rank ", peer,
@@ -330,20 +382,24 @@ bool LocalLinks::read_frame(int peer) {
     std::lock_guard<std::mutex> lock(mutex_);
     receive = take_posted(peer, header.tag);
   }
-  std::vector<uint8_t> held;
-  if (!receive || header.bytes > receive->capacity()) {
-    // Unexpected (or too large): read it aside; a receive posted meanwhile takes it below.
-    held.resize(header.bytes);
-    if (!read_all(fd, held.data(), held.size())) {
-      if (receive) receive->complete(peer, too_large(header.bytes, receive->capacity(), peer,
-                                                     header.tag));
+  if (receive && receive->takes(header.bytes)) {
+    // Straight into the receive's buffers.
+    if (!read_into(peer, *receive, header.bytes)) {
+      receive->complete(peer, std::make_exception_ptr(std::runtime_error(gone)));
       fail_peer(peer, gone);
       return false;
     }
-    if (receive) {
-      receive->complete(peer, too_large(header.bytes, receive->capacity(), peer, header.tag));
-      return true;
-    }
+    receive->complete(peer, nullptr);
+    return true;
+  }
+  // Unexpected (or too large): read aside; a receive posted meanwhile takes it below.
+  std::vector<uint8_t> held(header.bytes);
+  if (!read_all(fd, held.data(), held.size())) {
+    if (receive) receive->complete(peer, std::make_exception_ptr(std::runtime_error(gone)));
+    fail_peer(peer, gone);
+    return false;
+  }
+  if (!receive) {
     std::lock_guard<std::mutex> lock(mutex_);
     receive = take_posted(peer, header.tag);
     if (!receive) {
@@ -351,17 +407,11 @@ bool LocalLinks::read_frame(int peer) {
       return true;
     }
   }
-  if (header.bytes > receive->capacity()) {
+  if (!receive->takes(header.bytes)) {
     receive->complete(peer, too_large(header.bytes, receive->capacity(), peer, header.tag));
-  } else if (!held.empty()) {
-    std::memcpy(receive->data(), held.data(), held.size());
-    receive->complete(peer, nullptr);
-  } else if (read_all(fd, receive->data(), header.bytes)) {
-    receive->complete(peer, nullptr);
   } else {
-    receive->complete(peer, std::make_exception_ptr(std::runtime_error(gone)));
-    fail_peer(peer, gone);
-    return false;
+    receive->fill(held.data(), held.size());
+    receive->complete(peer, nullptr);
   }
   return true;
 }

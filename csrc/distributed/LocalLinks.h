@@ -13,7 +13,9 @@
 //     unexpected frames until a receive takes it; frames of one peer keep their order, as
 //     Gloo's messages of one peer and tag do;
 //   - a frame larger than its receive fails that receive with an error (Gloo would abort the
-//     process); a smaller one fills its start, as with Gloo;
+//     process), or fills it and drops the rest where the receive asks for that (a
+//     point-to-point receive, which learns the sender's size from the frame's own header); a
+//     smaller one fills its start, as with Gloo;
 //   - a peer that exits closes its socket: receives from it fail at once instead of timing out.
 // The sockets live in the abstract namespace (no files), named by the kernel (autobind), and a
 // connection proves it belongs to the group with the listener's random token, exchanged in the
@@ -61,6 +63,14 @@ class LocalLinks final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
+  // One frame made of `parts` (contiguous CPU tensors) in order.
+  c10::intrusive_ptr<c10d::Work> send_parts(const std::vector<at::Tensor>& parts, int dst_rank,
+                                            int tag);
+  // The next frame from `src_rank` (-1: any rank) on `tag`, filling `parts` in order. A frame
+  // larger than the parts fails the receive, or with `truncate` fills them and drops the rest
+  // (the caller then learns the sizes differ from what the frame says of itself).
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor> parts, int src_rank, int tag,
+                                         bool truncate);
 
   class Receive;
 
@@ -69,11 +79,13 @@ class LocalLinks final : public c10d::Backend {
     int peer;
     std::vector<uint8_t> bytes;
   };
-  c10::intrusive_ptr<c10d::Work> post(const at::Tensor& tensor, int peer, int tag);
   // The reader thread: frames from every socket until stop().
   void read_loop();
   // Reads one frame from `peer`; false once its socket has closed.
   bool read_frame(int peer);
+  // Reads `bytes` of `peer`'s frame into `receive`'s parts (the rest dropped); false if the
+  // socket closed first.
+  bool read_into(int peer, Receive& receive, uint64_t bytes);
   // The oldest posted receive that takes a frame from `peer` on `tag`, removed; or null.
   c10::intrusive_ptr<Receive> take_posted(int peer, uint64_t tag);
   void fail_peer(int peer, const std::string& why);

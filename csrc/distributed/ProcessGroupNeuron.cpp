@@ -247,6 +247,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
   // Every rank decides the same from the same records.
   if (one_machine && size > 1) {
     links->connect(addresses, tokens);
+    links_ = links.get();
     messages_ = std::move(links);
   }
 }
@@ -408,20 +409,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   mine[kDetail] = detail;
   mine[kCarries] = carries ? 1.0 : 0.0;
   mine[kPayload] = 0;
-  at::Tensor bare;  // the record alone, for every peer this rank sends no data
+  // The last message built, reused for the next peer that gets the same data (broadcast,
+  // all_gather and all_reduce send every peer the same tensor; a bare record has none).
+  at::Tensor last;
+  const void* last_data = nullptr;
+  int64_t last_extra = -1;
   auto message_for = [&](int r) {
     const at::Tensor payload = carries ? plan->payloads[r] : at::Tensor();
     const int64_t extra = payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0;
-    if (extra == 0 && bare.defined()) return bare;
+    const void* data = extra > 0 ? payload.data_ptr() : nullptr;
+    if (last.defined() && data == last_data && extra == last_extra) return last;
     at::Tensor message = at::empty({kRecordBytes + extra}, at::kByte);
     auto* record = reinterpret_cast<double*>(message.data_ptr());
     std::memcpy(record, mine, kRecordBytes);
     record[kPayload] = static_cast<double>(extra);
-    if (extra > 0) {
-      std::memcpy(message.data_ptr<uint8_t>() + kRecordBytes, payload.data_ptr(), extra);
-    } else {
-      bare = message;
-    }
+    if (extra > 0) std::memcpy(message.data_ptr<uint8_t>() + kRecordBytes, data, extra);
+    last = message;
+    last_data = data;
+    last_extra = extra;
     return message;
   };
   // Every inbox can take the largest message (a peer may carry data where this rank does not);
@@ -905,6 +910,11 @@ uint64_t ProcessGroupNeuron::getSequenceNumberForGroup() {
 // bulk receive) when it is waited for: that sender's send completes once the receive is
 // waited for. kInlineBytes is an assumption of this design, not a hardware figure: data up
 // to it is copied into the message, a cost that stays below one message latency here.
+// Over the local links (Note [Local links]) no receive can overflow: a receive takes the
+// header and the data into its own buffer in one message of any size (send_over_links), and
+// a larger message fills it and drops the rest. So there a send carries its data whatever
+// its size, without waiting for the receiver's size, which travels back as above: one
+// message each way, no bulk message, no lane.
 namespace {
 
 constexpr int64_t kHeaderBytes = 3 * sizeof(double);  // arrival, bytes, values inline
@@ -991,6 +1001,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send(std::vector<at::Tensor>&
     const double end = charge_transfer(*device, "c10d::send", bytes, dst_rank, arrival, true);
     return c10::make_intrusive<NeuronWork>(getRank(), OpType::SEND, tensors, send_stream, end);
   }
+  if (links_) return send_over_links(tensors, *device, dst_rank, tag, arrival);
   // Note [Point-to-point sizes]. In predict-only mode only the header travels, unless the
   // tensor's values are known and fit inline (Note [Known values in predict-only mode]).
   auto pending = std::make_shared<PendingSend>();
@@ -1080,6 +1091,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
                                           gloo_ranks_.end(),
               "recv from any source is not supported in a virtual world (the sender could be a "
               "virtual rank); name the source rank");
+  if (links_) return receive_over_links(type, tensors, *device, peer, tag, arrival);
   // In predict-only mode only the header travels (Note [Point-to-point sizes]).
   const bool moves_data = execution_enabled();
   const bool bulk = moves_data && bytes > static_cast<uint64_t>(kInlineBytes);
@@ -1134,6 +1146,81 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::point_to_point(
   };
   const std::string peer_name = peer >= 0 ? c10::str("rank ", peer) : "any rank";
   return c10::make_intrusive<NeuronWork>(getRank(), type, tensors, stream, inbox_work, finish,
+                                         error_context("receive from " + peer_name));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send_over_links(
+    std::vector<at::Tensor>& tensors, c10::Device device, int dst_rank, int tag, double arrival) {
+  const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
+  const bool with_values = !execution_enabled() &&
+                           bytes <= static_cast<uint64_t>(kInlineBytes) && values_known(tensors[0]);
+  auto wanted = posted_sizes_.next(*messages_, gloo_rank(dst_rank), tag | kSizeTagBit);
+  HostStaging staging;
+  std::vector<at::Tensor> parts{at::empty({kHeaderBytes}, at::kByte)};
+  auto* header = reinterpret_cast<double*>(parts[0].data_ptr());
+  header[0] = arrival;
+  header[1] = static_cast<double>(bytes);
+  header[2] = with_values ? 1.0 : 0.0;
+  // The data goes in the same message, from its host alias, whatever its size: the receiver's
+  // buffer takes it whole or the receive drops what does not fit (sizes checked below).
+  if (execution_enabled() || with_values) parts.push_back(as_bytes(staging.input(tensors[0])));
+  auto sent = links_->send_parts(parts, gloo_rank(dst_rank), tag);
+  std::optional<ComputeKnownValues> computing;
+  if (with_values) computing.emplace();
+  const double end = charge_transfer(device, "c10d::send", bytes, dst_rank, arrival, true);
+  computing.reset();
+  auto finish = [this, wanted, bytes, dst_rank, end] {
+    const uint64_t size = wanted->get();
+    if (size != bytes) size_mismatch(getRank(), bytes, dst_rank, size);
+    return end;
+  };
+  return c10::make_intrusive<NeuronWork>(
+      getRank(), OpType::SEND, tensors, collective_stream(device.index(), stream_slot_ + 1),
+      std::move(sent), finish, error_context(c10::str("send to rank ", dst_rank)));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::receive_over_links(
+    OpType type, std::vector<at::Tensor>& tensors, c10::Device device, int peer, int tag,
+    double arrival) {
+  const uint64_t bytes = tensors[0].numel() * tensors[0].element_size();
+  auto staging = std::make_shared<HostStaging>();
+  const at::Tensor data = as_bytes(staging->output(tensors[0]));
+  at::Tensor header = at::empty({kHeaderBytes}, at::kByte);
+  // A predict-only receive whose tensor takes no values still takes (and drops) the values a
+  // sender may send, at most kInlineBytes (Note [Known values in predict-only mode]).
+  const at::Tensor into =
+      data.is_meta() ? at::empty({std::min<int64_t>(bytes, kInlineBytes)}, at::kByte) : data;
+  std::vector<at::Tensor> mine = one_double(static_cast<double>(bytes));
+  const bool known = type == OpType::RECV;
+  auto received = links_->receive({header, into}, known ? gloo_rank(peer) : -1, tag,
+                                  /*truncate=*/true);
+  // From a known rank this rank's size leaves now; from any rank once the sender is known.
+  c10::intrusive_ptr<c10d::Work> size_work;
+  if (known) size_work = messages_->send(mine, gloo_rank(peer), tag | kSizeTagBit);
+  auto finish = [this, device, header, data, mine, staging, received, size_work, known, bytes,
+                 arrival, peer, tag, target = tensors[0]]() mutable {
+    const int src = known ? peer : received->sourceRank();
+    if (known) {
+      size_work->wait();
+    } else {
+      messages_->send(mine, src, tag | kSizeTagBit)->wait();
+    }
+    const auto* h = reinterpret_cast<const double*>(header.data_ptr());
+    const auto sent = static_cast<uint64_t>(h[1]);
+    if (sent != bytes) size_mismatch(src, sent, getRank(), bytes);
+    const bool with_values = h[2] != 0.0 && !data.is_meta();
+    staging->finish();
+    std::optional<ComputeKnownValues> computing;
+    if (with_values) computing.emplace();
+    const double end =
+        charge_transfer(device, "c10d::recv", bytes, src, std::max(h[0], arrival), false);
+    if (with_values) mark_values_known(target);
+    return end;
+  };
+  const std::string peer_name = known ? c10::str("rank ", peer) : "any rank";
+  return c10::make_intrusive<NeuronWork>(getRank(), type, tensors,
+                                         collective_stream(device.index(), stream_slot_),
+                                         std::move(received), finish,
                                          error_context("receive from " + peer_name));
 }
 

@@ -39,6 +39,7 @@
 namespace torch_neuron {
 
 class HostStaging;
+class LocalLinks;
 
 class ProcessGroupNeuron final : public c10d::Backend {
  public:
@@ -140,6 +141,14 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // A point-to-point op's Work: `finish` copies data into place and returns the end time.
   c10::intrusive_ptr<c10d::Work> point_to_point(c10d::OpType type, std::vector<at::Tensor>& tensors,
                                                 int peer, int tag);
+  // Point-to-point over the local links (Note [Point-to-point sizes]): one message each way.
+  c10::intrusive_ptr<c10d::Work> send_over_links(std::vector<at::Tensor>& tensors,
+                                                 c10::Device device, int dst_rank, int tag,
+                                                 double arrival);
+  c10::intrusive_ptr<c10d::Work> receive_over_links(c10d::OpType type,
+                                                    std::vector<at::Tensor>& tensors,
+                                                    c10::Device device, int peer, int tag,
+                                                    double arrival);
   // Sends what the unsettled sends to (peer, tag) owe their receivers' bulk receives, oldest
   // first, until `last` is settled (Note [Point-to-point sizes]): on that lane, or in a
   // send's wait() that gets there first, one thread at a time.
@@ -162,6 +171,7 @@ class ProcessGroupNeuron final : public c10d::Backend {
   // What carries the group's own messages (agreement records, point-to-point headers, sizes
   // and data): LocalLinks between ranks on one machine (Note [Local links]), else gloo_.
   c10::intrusive_ptr<c10d::Backend> messages_;
+  LocalLinks* links_ = nullptr;  // messages_ when it is the local links
   // Note [CPU tensors in a group of their own]
   // Calls on CPU tensors only go to a Gloo group of their own, not to gloo_: a thread may then
   // run CPU collectives while another runs neuron ones, as torch.distributed.checkpoint's

@@ -57,7 +57,7 @@ def test_mismatched_send_and_recv_sizes_raise_on_both_ranks():
                         timeout=90)
     for result in results:
         out = assert_ok(result).stdout
-        for sent, received in ((32, 64), (64, 32), (16, 8)):
+        for sent, received in ((32, 64), (64, 32), (160000, 80000), (80000, 160000), (16, 8)):
             assert (f"send/recv size mismatch: rank 0 sent {sent} bytes to rank 1, whose "
                     f"receive buffer holds {received} bytes") in out, out
         assert "group usable" in out, out

@@ -8,9 +8,10 @@ processes (conftest.run_ranks); the scenario is the first argument:
                carry their data]) called with different sizes (small and large), dtypes,
                reduce ops, roots or collectives on the two ranks: both raise, and the group
                stays usable
-  p2p_sizes    rank 0 sends 8 floats, rank 1 receives 16, then 16 into 8, then 4 into 2 from
-               any rank: both ranks raise a DistBackendError naming both ranks and sizes; then
-               matching exchanges work, waited for in either order
+  p2p_sizes    rank 0 sends 8 floats, rank 1 receives 16, then 16 into 8, 40000 into 20000,
+               20000 into 40000, then 4 into 2 from any rank: both ranks raise a
+               DistBackendError naming both ranks and sizes; then matching exchanges (small
+               and large) work, waited for in either order
   no_peer      only rank 0 is started; init_process_group raises after its timeout
   teardown     HBM goes back to its baseline after destroy_process_group
 """
@@ -121,7 +122,8 @@ elif scenario == "mismatch_kinds":
         assert x.tolist() == [world * (world + 1) / 2] * 4, x
     print("group usable")
 elif scenario == "p2p_sizes":
-    for sent, received in ((8, 16), (16, 8)):
+    # Small sizes, then sizes above the 64 KiB a message carries inline (kInlineBytes).
+    for sent, received in ((8, 16), (16, 8), (40000, 20000), (20000, 40000)):
         try:
             if rank == 0:
                 dist.send(torch.arange(float(sent), device=device), 1)
@@ -152,6 +154,13 @@ elif scenario == "p2p_sizes":
     for work in works:
         work.wait()
     assert into.tolist() == [float(1 - rank)] * 4, into
+    # A large exchange after the large mismatches gets its own data, not what they left.
+    big = torch.arange(50000.0, device=device) + rank
+    into_big = torch.zeros(50000, device=device)
+    works = [dist.isend(big, 1 - rank), dist.irecv(into_big, 1 - rank)]
+    for work in works:
+        work.wait()
+    assert torch.equal(into_big.cpu(), torch.arange(50000.0) + (1 - rank)), into_big
     dist.all_reduce(t)
     print("group usable")
 elif scenario == "teardown":

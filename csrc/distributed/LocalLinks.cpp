@@ -91,11 +91,28 @@ void check_tensor(const std::vector<at::Tensor>& tensors, const char* op) {
               " takes a contiguous CPU tensor");
 }
 
-// A send: complete when made (its bytes are written).
+// A send: complete when its bytes are written (at once, unless the writer thread writes it).
 class Sent final : public c10d::Work {
  public:
-  Sent() { finish(); }
+  explicit Sent(bool written) {
+    if (written) finish();
+  }
+  void written(std::exception_ptr error) { finish(std::move(error)); }
 };
+
+// Frames above this size may not fit the socket's buffer (about 200 KiB by default, socket(7)
+// wmem_default), so writing one can block until the peer reads it: an assumption of this
+// design, not a measured limit.
+constexpr size_t kDeferBytes = 64 << 10;
+
+// Asks for socket buffers that hold a large frame whole, so that its write does not stall on
+// the peer's reader a buffer's worth at a time (the kernel caps it at net.core.wmem_max, as it
+// does Gloo's TCP buffers: gloo/transport/tcp/pair.cc asks for up to 32 MiB).
+void enlarge_buffers(int fd) {
+  const int bytes = 4 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+}
 
 }  // namespace
 
@@ -159,7 +176,8 @@ class LocalLinks::Receive final : public c10d::Work {
 };
 
 LocalLinks::LocalLinks(int rank, int size, std::chrono::milliseconds timeout)
-    : Backend(rank, size), timeout_(timeout), sockets_(size, -1), closed_(size) {
+    : Backend(rank, size), timeout_(timeout), sockets_(size, -1), closed_(size),
+      deferred_(size, 0) {
   for (int r = 0; r < size; ++r) writing_.push_back(std::make_unique<std::mutex>());
   listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener_ < 0) raise("neuron local links: " + os_error("socket"));
@@ -197,6 +215,7 @@ void LocalLinks::connect(const std::vector<int64_t>& addresses,
       if (fd >= 0) ::close(fd);
       raise(c10::str("neuron local links: rank ", me, " cannot reach rank ", r, ": ", why));
     }
+    enlarge_buffers(fd);
     sockets_[r] = fd;
   }
   // The lower ranks connect to this one. A connection that does not say a lower rank and
@@ -226,6 +245,7 @@ void LocalLinks::connect(const std::vector<int64_t>& addresses,
       ::close(fd);
       continue;
     }
+    enlarge_buffers(fd);
     sockets_[hello.rank] = fd;
     --missing;
   }
@@ -237,6 +257,12 @@ void LocalLinks::connect(const std::vector<int64_t>& addresses,
 LocalLinks::~LocalLinks() { stop(); }
 
 void LocalLinks::stop() {
+  {
+    std::lock_guard<std::mutex> lock(out_mutex_);
+    stopping_ = true;
+  }
+  out_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
   if (reader_.joinable()) {
     const uint64_t one = 1;
     (void)!::write(wake_, &one, sizeof(one));
@@ -258,28 +284,71 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::send(std::vector<at::Tensor>& tensors
 }
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::send_parts(const std::vector<at::Tensor>& parts,
-                                                      int dst_rank, int tag) {
+                                                      int dst_rank, int tag, bool may_defer) {
   TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize() && dst_rank != getRank(),
               "neuron local links: no peer rank ", dst_rank);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!closed_[dst_rank].empty()) raise(closed_[dst_rank]);
   }
+  std::vector<at::Tensor> frame{at::empty({static_cast<int64_t>(sizeof(Header))}, at::kByte)};
   Header header{static_cast<uint64_t>(tag), 0};
-  std::vector<iovec> iov{{&header, sizeof(header)}};
   for (const auto& part : parts) {
     TORCH_CHECK(part.is_cpu() && part.is_contiguous(),
                 "neuron local links: a message part must be a contiguous CPU tensor");
     if (part.nbytes() == 0) continue;
-    iov.push_back({part.data_ptr(), part.nbytes()});
+    frame.push_back(part);
     header.bytes += part.nbytes();
   }
-  std::lock_guard<std::mutex> writing(*writing_[dst_rank]);
-  if (!write_all(sockets_[dst_rank], iov.data(), static_cast<int>(iov.size()))) {
-    raise(c10::str("send to rank ", dst_rank, " failed: ", os_error("sendmsg"),
+  std::memcpy(frame[0].data_ptr(), &header, sizeof(header));
+  {
+    std::unique_lock<std::mutex> lock(out_mutex_);
+    if (deferred_[dst_rank] > 0 || (may_defer && header.bytes > kDeferBytes)) {
+      auto work = c10::make_intrusive<Sent>(/*written=*/false);
+      outgoing_.push_back({dst_rank, std::move(frame), work});
+      ++deferred_[dst_rank];
+      if (!writer_.joinable()) writer_ = std::thread([this] { write_loop(); });
+      lock.unlock();
+      out_cv_.notify_one();
+      return work;
+    }
+  }
+  write_frame(dst_rank, frame);
+  return c10::make_intrusive<Sent>(/*written=*/true);
+}
+
+void LocalLinks::write_frame(int peer, const std::vector<at::Tensor>& parts) {
+  std::vector<iovec> iov;
+  for (const auto& part : parts) iov.push_back({part.data_ptr(), part.nbytes()});
+  std::lock_guard<std::mutex> writing(*writing_[peer]);
+  if (!write_all(sockets_[peer], iov.data(), static_cast<int>(iov.size()))) {
+    raise(c10::str("send to rank ", peer, " failed: ", os_error("sendmsg"),
                    " (has its process exited?)"));
   }
-  return c10::make_intrusive<Sent>();
+}
+
+void LocalLinks::write_loop() {
+  for (;;) {
+    Outgoing next;
+    {
+      std::unique_lock<std::mutex> lock(out_mutex_);
+      out_cv_.wait(lock, [&] { return stopping_ || !outgoing_.empty(); });
+      if (outgoing_.empty()) return;  // stopping, and everything is written
+      next = std::move(outgoing_.front());
+      outgoing_.pop_front();
+    }
+    std::exception_ptr error;
+    try {
+      write_frame(next.peer, next.parts);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      --deferred_[next.peer];
+    }
+    static_cast<Sent&>(*next.work).written(error);
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -325,11 +394,11 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::receive(std::vector<at::Tensor> parts
     Unexpected frame = std::move(*it);
     waiting.erase(it);
     lock.unlock();
-    if (!receive->takes(frame.bytes.size())) {
-      receive->complete(frame.peer, too_large(frame.bytes.size(), receive->capacity(),
+    if (!receive->takes(frame.size)) {
+      receive->complete(frame.peer, too_large(frame.size, receive->capacity(),
                                               frame.peer, static_cast<uint64_t>(tag)));
     } else {
-      receive->fill(frame.bytes.data(), frame.bytes.size());
+      receive->fill(frame.bytes.get(), frame.size);
       receive->complete(frame.peer, nullptr);
     }
     return receive;
@@ -393,8 +462,8 @@ bool LocalLinks::read_frame(int peer) {
     return true;
   }
   // Unexpected (or too large): read aside; a receive posted meanwhile takes it below.
-  std::vector<uint8_t> held(header.bytes);
-  if (!read_all(fd, held.data(), held.size())) {
+  std::unique_ptr<uint8_t[]> held(new uint8_t[header.bytes]);
+  if (!read_all(fd, held.get(), header.bytes)) {
     if (receive) receive->complete(peer, std::make_exception_ptr(std::runtime_error(gone)));
     fail_peer(peer, gone);
     return false;
@@ -403,14 +472,14 @@ bool LocalLinks::read_frame(int peer) {
     std::lock_guard<std::mutex> lock(mutex_);
     receive = take_posted(peer, header.tag);
     if (!receive) {
-      unexpected_[header.tag].push_back({peer, std::move(held)});
+      unexpected_[header.tag].push_back({peer, std::move(held), header.bytes});
       return true;
     }
   }
   if (!receive->takes(header.bytes)) {
     receive->complete(peer, too_large(header.bytes, receive->capacity(), peer, header.tag));
   } else {
-    receive->fill(held.data(), held.size());
+    receive->fill(held.get(), header.bytes);
     receive->complete(peer, nullptr);
   }
   return true;

@@ -29,6 +29,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -63,9 +64,12 @@ class LocalLinks final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
-  // One frame made of `parts` (contiguous CPU tensors) in order.
+  // One frame made of `parts` (contiguous CPU tensors) in order. With `may_defer`, a frame
+  // larger than kDeferBytes is written by the links' writer thread and the Work completes
+  // once it is written (the caller goes on to post its receives meanwhile); later frames to
+  // the same rank follow it there, in order. The parts must stay unchanged until then.
   c10::intrusive_ptr<c10d::Work> send_parts(const std::vector<at::Tensor>& parts, int dst_rank,
-                                            int tag);
+                                            int tag, bool may_defer = false);
   // The next frame from `src_rank` (-1: any rank) on `tag`, filling `parts` in order. A frame
   // larger than the parts fails the receive, or with `truncate` fills them and drops the rest
   // (the caller then learns the sizes differ from what the frame says of itself).
@@ -77,7 +81,8 @@ class LocalLinks final : public c10d::Backend {
  private:
   struct Unexpected {
     int peer;
-    std::vector<uint8_t> bytes;
+    std::unique_ptr<uint8_t[]> bytes;  // not zeroed: it is about to be overwritten
+    size_t size;
   };
   // The reader thread: frames from every socket until stop().
   void read_loop();
@@ -90,6 +95,15 @@ class LocalLinks final : public c10d::Backend {
   c10::intrusive_ptr<Receive> take_posted(int peer, uint64_t tag);
   void fail_peer(int peer, const std::string& why);
   void stop();
+  // The writer thread: deferred frames in order until stop().
+  void write_loop();
+  // Writes one frame to `peer`; throws DistBackendError if the socket fails.
+  void write_frame(int peer, const std::vector<at::Tensor>& parts);
+  struct Outgoing {
+    int peer;
+    std::vector<at::Tensor> parts;  // the header first
+    c10::intrusive_ptr<c10d::Work> work;
+  };
 
   std::chrono::milliseconds timeout_;
   int listener_ = -1;
@@ -102,6 +116,12 @@ class LocalLinks final : public c10d::Backend {
   std::unordered_map<uint64_t, std::deque<Unexpected>> unexpected_;               // by tag
   std::vector<std::string> closed_;     // per rank: why its socket is unusable, or empty
   std::thread reader_;
+  std::mutex out_mutex_;  // guards what follows
+  std::condition_variable out_cv_;
+  std::deque<Outgoing> outgoing_;
+  std::vector<int> deferred_;  // per rank: its frames queued or being written by the writer
+  bool stopping_ = false;
+  std::thread writer_;  // started at the first deferred frame
 };
 
 }  // namespace torch_neuron

@@ -51,16 +51,14 @@ constexpr int kAgreementTag = kBulkTagBit | kSizeTagBit;
 // (Note [Point-to-point sizes]) or a collective's data for one peer (Note [Collectives that
 // carry their data]). An assumption of this design, not a hardware figure.
 constexpr int64_t kInlineBytes = 64 << 10;
-// The most a collective carries for one peer when carrying moves no more bytes than Gloo's
-// algorithm would (Note [Collectives that carry their data]); an assumption too, which bounds
-// the inbox each peer's message lands in.
+// The most a collective carries for one peer (Note [Collectives that carry their data]): an
+// assumption of this design, which bounds the inbox each peer's message lands in.
 constexpr int64_t kCarriedBytes = 4 << 20;
-// The most broadcast and all_to_all carry for one peer. Carried, their data is copied into and
-// out of the messages, which Gloo's direct sends do not do: an assumption of this design too,
-// from the collective benchmark on this project's 2-core machine (2 and 4 ranks), where carrying
-// a broadcast of 128-512 KiB took 0.7-0.9x the time of the records followed by Gloo's
-// broadcast, and of 2-4 MiB 1.2-1.4x.
-constexpr int64_t kDirectCarriedBytes = 1 << 20;
+// The most an all_reduce over more than 2 ranks carries: each rank then receives p - 1 whole
+// tensors where Gloo's ring moves less than two, in 2(p - 1) steps. An assumption too, from
+// the collective benchmark on this project's 2-core machine (4 ranks, local links): carried,
+// a 128-512 KiB all_reduce took 0.2-0.5x Gloo's time, a 2-4 MiB one 1.25-1.67x.
+constexpr int64_t kAllReduceCarriedBytes = 1 << 20;
 
 // The neuron device the op runs on: the first neuron tensor's, or nullopt for CPU-only calls.
 std::optional<c10::Device> neuron_device(const std::vector<at::Tensor>& tensors) {
@@ -329,9 +327,8 @@ double ProcessGroupNeuron::arrival_ns(c10::Device device) {
 // Note [Collectives that carry their data]
 // The agreement (Note [Neuron process group]) costs one message latency before the data moves,
 // which doubles the wall time of a small collective. A collective whose data for each peer
-// fits in kInlineBytes (all_gather and reduce_scatter: kCarriedBytes, all_to_all and broadcast:
-// kDirectCarriedBytes, as they carry no more than Gloo moves to each peer; all_reduce and
-// reduce: below) therefore sends that data in its agreement message, after the record:
+// fits in kCarriedBytes (an all_reduce over more than 2 ranks: kAllReduceCarriedBytes)
+// therefore sends that data in its agreement message, after the record:
 // all_reduce, reduce_scatter and reduce send their (chunk of the) input to the ranks that
 // reduce it, all_gather and all_to_all with equal splits their input (chunk), broadcast the
 // root's tensor. Every rank then checks the records as before and only if all agree computes
@@ -372,25 +369,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   bool carries = plan.has_value() && moves_data &&
                  std::find(gloo_ranks_.begin(), gloo_ranks_.end(), -1) == gloo_ranks_.end();
   if (carries) {
-    // A collective that sends every peer what Gloo's algorithm would send it carries more
-    // than kInlineBytes per peer: all_gather and reduce_scatter up to kCarriedBytes (Gloo's
-    // ring moves the same bytes in p - 1 steps one after another, the carried exchange in
-    // one), all_to_all and broadcast up to kDirectCarriedBytes (Gloo sends each peer its data
-    // directly; carried, the agreement and the data are one step instead of two, for a copy
-    // into and out of the messages). all_reduce and reduce carry the whole tensor to every
-    // rank that reduces it, p - 1 times its bytes into one rank, where Gloo's ring moves less
-    // than twice them but in 2(p - 1) steps of two messages each (Note [Receives posted in
-    // advance]): they carry up to kDirectCarriedBytes too (on 4 ranks of this project's 2-core
-    // machine, a 128-512 KiB all_reduce took Gloo's ring 4.0-4.7 ms, a carried 32 KiB one
-    // 0.5 ms), and a 2-rank reduce, which carries only what Gloo's would move, up to
-    // kCarriedBytes.
-    const bool ring = kind == Collective::AllGather || kind == Collective::ReduceScatter ||
-                      (getSize() == 2 && kind == Collective::Reduce);
-    const bool direct = kind == Collective::AllToAll || kind == Collective::Broadcast ||
-                        kind == Collective::AllReduce || kind == Collective::Reduce;
-    const auto cap = static_cast<size_t>(ring     ? kCarriedBytes
-                                         : direct ? kDirectCarriedBytes
-                                                  : kInlineBytes);
+    // A collective that sends every peer what Gloo's algorithm would send it (all_gather,
+    // reduce_scatter, all_to_all, broadcast) carries up to kCarriedBytes per peer: one step
+    // where Gloo's ring takes p - 1 one after another, for a copy into and out of the
+    // messages. So do reduce, whose root receives p - 1 tensors, and a 2-rank all_reduce, an
+    // exchange like all_to_all's; an all_reduce over more ranks up to kAllReduceCarriedBytes.
+    const auto cap = static_cast<size_t>(
+        kind == Collective::AllReduce && getSize() > 2 ? kAllReduceCarriedBytes : kCarriedBytes);
     for (const auto& payload : plan->payloads) {
       carries = carries && (!payload.defined() || payload.nbytes() <= cap);
     }
@@ -1164,7 +1149,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send_over_links(
   // The data goes in the same message, from its host alias, whatever its size: the receiver's
   // buffer takes it whole or the receive drops what does not fit (sizes checked below).
   if (execution_enabled() || with_values) parts.push_back(as_bytes(staging.input(tensors[0])));
-  auto sent = links_->send_parts(parts, gloo_rank(dst_rank), tag);
+  // A large message is written by the links' writer thread, so that this rank can post its
+  // receives while the peer reads it (both ranks of an exchange send first).
+  auto sent = links_->send_parts(parts, gloo_rank(dst_rank), tag, /*may_defer=*/true);
   std::optional<ComputeKnownValues> computing;
   if (with_values) computing.emplace();
   const double end = charge_transfer(device, "c10d::send", bytes, dst_rank, arrival, true);

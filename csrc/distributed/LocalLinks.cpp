@@ -284,7 +284,8 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::send(std::vector<at::Tensor>& tensors
 }
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::send_parts(const std::vector<at::Tensor>& parts,
-                                                      int dst_rank, int tag, bool may_defer) {
+                                                      int dst_rank, int tag, bool may_defer,
+                                                      std::vector<at::Tensor> owners) {
   TORCH_CHECK(dst_rank >= 0 && dst_rank < getSize() && dst_rank != getRank(),
               "neuron local links: no peer rank ", dst_rank);
   {
@@ -305,7 +306,7 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::send_parts(const std::vector<at::Tens
     std::unique_lock<std::mutex> lock(out_mutex_);
     if (deferred_[dst_rank] > 0 || (may_defer && header.bytes > kDeferBytes)) {
       auto work = c10::make_intrusive<Sent>(/*written=*/false);
-      outgoing_.push_back({dst_rank, std::move(frame), work});
+      outgoing_.push_back({dst_rank, std::move(frame), std::move(owners), work});
       ++deferred_[dst_rank];
       if (!writer_.joinable()) writer_ = std::thread([this] { write_loop(); });
       lock.unlock();

@@ -67,9 +67,11 @@ class LocalLinks final : public c10d::Backend {
   // One frame made of `parts` (contiguous CPU tensors) in order. With `may_defer`, a frame
   // larger than kDeferBytes is written by the links' writer thread and the Work completes
   // once it is written (the caller goes on to post its receives meanwhile); later frames to
-  // the same rank follow it there, in order. The parts must stay unchanged until then.
+  // the same rank follow it there, in order. The parts must stay unchanged until then;
+  // `owners` (what the parts are views of, such as neuron tensors) are held until then.
   c10::intrusive_ptr<c10d::Work> send_parts(const std::vector<at::Tensor>& parts, int dst_rank,
-                                            int tag, bool may_defer = false);
+                                            int tag, bool may_defer = false,
+                                            std::vector<at::Tensor> owners = {});
   // The next frame from `src_rank` (-1: any rank) on `tag`, filling `parts` in order. A frame
   // larger than the parts fails the receive, or with `truncate` fills them and drops the rest
   // (the caller then learns the sizes differ from what the frame says of itself).
@@ -102,6 +104,7 @@ class LocalLinks final : public c10d::Backend {
   struct Outgoing {
     int peer;
     std::vector<at::Tensor> parts;  // the header first
+    std::vector<at::Tensor> owners;
     c10::intrusive_ptr<c10d::Work> work;
   };
 

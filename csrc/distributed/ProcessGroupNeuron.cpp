@@ -1151,7 +1151,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::send_over_links(
   if (execution_enabled() || with_values) parts.push_back(as_bytes(staging.input(tensors[0])));
   // A large message is written by the links' writer thread, so that this rank can post its
   // receives while the peer reads it (both ranks of an exchange send first).
-  auto sent = links_->send_parts(parts, gloo_rank(dst_rank), tag, /*may_defer=*/true);
+  auto sent = links_->send_parts(parts, gloo_rank(dst_rank), tag, /*may_defer=*/true,
+                                 /*owners=*/{tensors[0]});
   std::optional<ComputeKnownValues> computing;
   if (with_values) computing.emplace();
   const double end = charge_transfer(device, "c10d::send", bytes, dst_rank, arrival, true);

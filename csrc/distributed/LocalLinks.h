@@ -7,7 +7,9 @@
 // receiver's size) therefore cost twice what Gloo's own collectives and sends do, and small
 // calls took 1.4x to 2x Gloo's wall time. Between ranks on one machine the group instead keeps
 // one Unix-domain stream socket per pair and sends eagerly, as MPI does for small messages:
-//   - a send writes [tag, bytes, payload] at once and completes when written;
+//   - a send writes [tag, bytes, payload] at once and completes when written (a large
+//     point-to-point one on the links' writer thread, so that its rank can post its receives
+//     while the peer reads: both ranks of an exchange usually send first);
 //   - one thread per group reads every socket: a frame goes straight into the oldest posted
 //     receive of its (peer, tag), or of its tag from any rank, else it waits in a queue of
 //     unexpected frames until a receive takes it; frames of one peer keep their order, as
@@ -21,7 +23,8 @@
 // connection proves it belongs to the group with the listener's random token, exchanged in the
 // group's start-up exchange. Groups with ranks on other machines, or in other network
 // namespaces, and virtual worlds use Gloo for these messages as before. Only the group's own
-// messages use the links: bulk collective data still moves through Gloo's algorithms.
+// messages use the links: data larger than a collective carries in its agreement message
+// (Note [Collectives that carry their data]) still moves through Gloo's algorithms.
 #pragma once
 
 #include <ATen/core/Tensor.h>

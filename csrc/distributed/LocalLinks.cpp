@@ -20,12 +20,6 @@ namespace torch_neuron {
 
 namespace {
 
-// A frame's header: its tag and payload size.
-struct Header {
-  uint64_t tag;
-  uint64_t bytes;
-};
-
 // What a connecting rank says first: who it is and the listener's token.
 struct Hello {
   int64_t rank;
@@ -39,6 +33,20 @@ constexpr int kAutobindDigits = 5;
 [[noreturn]] void raise(const std::string& what) { C10_THROW_ERROR(DistBackendError, what); }
 
 std::string os_error(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
+
+// The DistBackendError raise() throws, as an exception_ptr a Work can finish with.
+std::exception_ptr error(const std::string& what) {
+  try {
+    raise(what);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::exception_ptr too_large(uint64_t bytes, size_t capacity, int peer, uint64_t tag) {
+  return error(c10::str("a message of ", bytes, " bytes from rank ", peer, " (tag ", tag,
+                        ") does not fit its receive buffer of ", capacity, " bytes"));
+}
 
 // Reads `n` bytes; false if the socket closed or failed first.
 bool read_all(int fd, void* into, size_t n) {
@@ -85,10 +93,9 @@ sockaddr_un abstract_address(int64_t digits, socklen_t& length) {
   return address;
 }
 
-void check_tensor(const std::vector<at::Tensor>& tensors, const char* op) {
+// (send_parts and receive check that each part is a contiguous CPU tensor.)
+void check_one_tensor(const std::vector<at::Tensor>& tensors, const char* op) {
   TORCH_CHECK(tensors.size() == 1, "neuron local links: ", op, " takes one tensor");
-  TORCH_CHECK(tensors[0].is_cpu() && tensors[0].is_contiguous(), "neuron local links: ", op,
-              " takes a contiguous CPU tensor");
 }
 
 // A send: complete when its bytes are written (at once, unless the writer thread writes it).
@@ -137,6 +144,16 @@ class LocalLinks::Receive final : public c10d::Work {
       bytes += n;
       size -= n;
     }
+  }
+
+  // Fills it from a frame of `peer` held aside (or fails it if the frame is too large).
+  void deliver(const uint8_t* bytes, size_t size, int peer) {
+    if (!takes(size)) {
+      complete(peer, too_large(size, capacity_, peer, tag_));
+      return;
+    }
+    fill(bytes, size);
+    complete(peer, nullptr);
   }
 
   // Called once, by whoever filled it or found it cannot be filled.
@@ -279,7 +296,7 @@ void LocalLinks::stop() {
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                 int tag) {
-  check_tensor(tensors, "send");
+  check_one_tensor(tensors, "send");
   return send_parts(tensors, dst_rank, tag);
 }
 
@@ -292,21 +309,17 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::send_parts(const std::vector<at::Tens
     std::lock_guard<std::mutex> lock(mutex_);
     if (!closed_[dst_rank].empty()) raise(closed_[dst_rank]);
   }
-  std::vector<at::Tensor> frame{at::empty({static_cast<int64_t>(sizeof(Header))}, at::kByte)};
   Header header{static_cast<uint64_t>(tag), 0};
   for (const auto& part : parts) {
     TORCH_CHECK(part.is_cpu() && part.is_contiguous(),
                 "neuron local links: a message part must be a contiguous CPU tensor");
-    if (part.nbytes() == 0) continue;
-    frame.push_back(part);
     header.bytes += part.nbytes();
   }
-  std::memcpy(frame[0].data_ptr(), &header, sizeof(header));
   {
     std::unique_lock<std::mutex> lock(out_mutex_);
     if (deferred_[dst_rank] > 0 || (may_defer && header.bytes > kDeferBytes)) {
       auto work = c10::make_intrusive<Sent>(/*written=*/false);
-      outgoing_.push_back({dst_rank, std::move(frame), std::move(owners), work});
+      outgoing_.push_back({dst_rank, header, parts, std::move(owners), work});
       ++deferred_[dst_rank];
       if (!writer_.joinable()) writer_ = std::thread([this] { write_loop(); });
       lock.unlock();
@@ -314,13 +327,15 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::send_parts(const std::vector<at::Tens
       return work;
     }
   }
-  write_frame(dst_rank, frame);
+  write_frame(dst_rank, header, parts);
   return c10::make_intrusive<Sent>(/*written=*/true);
 }
 
-void LocalLinks::write_frame(int peer, const std::vector<at::Tensor>& parts) {
-  std::vector<iovec> iov;
-  for (const auto& part : parts) iov.push_back({part.data_ptr(), part.nbytes()});
+void LocalLinks::write_frame(int peer, Header header, const std::vector<at::Tensor>& parts) {
+  std::vector<iovec> iov{{&header, sizeof(header)}};
+  for (const auto& part : parts) {
+    if (part.nbytes() > 0) iov.push_back({part.data_ptr(), part.nbytes()});
+  }
   std::lock_guard<std::mutex> writing(*writing_[peer]);
   if (!write_all(sockets_[peer], iov.data(), static_cast<int>(iov.size()))) {
     raise(c10::str("send to rank ", peer, " failed: ", os_error("sendmsg"),
@@ -340,7 +355,7 @@ void LocalLinks::write_loop() {
     }
     std::exception_ptr error;
     try {
-      write_frame(next.peer, next.parts);
+      write_frame(next.peer, next.header, next.parts);
     } catch (...) {
       error = std::current_exception();
     }
@@ -354,7 +369,7 @@ void LocalLinks::write_loop() {
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                 int tag) {
-  check_tensor(tensors, "recv");
+  check_one_tensor(tensors, "recv");
   TORCH_CHECK(src_rank >= 0 && src_rank < getSize() && src_rank != getRank(),
               "neuron local links: no peer rank ", src_rank);
   return receive(tensors, src_rank, tag, /*truncate=*/false);
@@ -362,22 +377,9 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::recv(std::vector<at::Tensor>& tensors
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::recvAnysource(std::vector<at::Tensor>& tensors,
                                                          int tag) {
-  check_tensor(tensors, "recv");
+  check_one_tensor(tensors, "recv");
   return receive(tensors, -1, tag, /*truncate=*/false);
 }
-
-namespace {
-
-std::exception_ptr too_large(uint64_t bytes, size_t capacity, int peer, uint64_t tag) {
-  try {
-    raise(c10::str("a message of ", bytes, " bytes from rank ", peer, " (tag ", tag,
-                   ") does not fit its receive buffer of ", capacity, " bytes"));
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
-}  // namespace
 
 c10::intrusive_ptr<c10d::Work> LocalLinks::receive(std::vector<at::Tensor> parts, int src_rank,
                                                    int tag, bool truncate) {
@@ -395,13 +397,7 @@ c10::intrusive_ptr<c10d::Work> LocalLinks::receive(std::vector<at::Tensor> parts
     Unexpected frame = std::move(*it);
     waiting.erase(it);
     lock.unlock();
-    if (!receive->takes(frame.size)) {
-      receive->complete(frame.peer, too_large(frame.size, receive->capacity(),
-                                              frame.peer, static_cast<uint64_t>(tag)));
-    } else {
-      receive->fill(frame.bytes.get(), frame.size);
-      receive->complete(frame.peer, nullptr);
-    }
+    receive->deliver(frame.bytes.get(), frame.size, frame.peer);
     return receive;
   }
   posted_[static_cast<uint64_t>(tag)].push_back(receive);
@@ -455,7 +451,7 @@ bool LocalLinks::read_frame(int peer) {
   if (receive && receive->takes(header.bytes)) {
     // Straight into the receive's buffers.
     if (!read_into(peer, *receive, header.bytes)) {
-      receive->complete(peer, std::make_exception_ptr(std::runtime_error(gone)));
+      receive->complete(peer, error(gone));
       fail_peer(peer, gone);
       return false;
     }
@@ -465,7 +461,7 @@ bool LocalLinks::read_frame(int peer) {
   // Unexpected (or too large): read aside; a receive posted meanwhile takes it below.
   std::unique_ptr<uint8_t[]> held(new uint8_t[header.bytes]);
   if (!read_all(fd, held.get(), header.bytes)) {
-    if (receive) receive->complete(peer, std::make_exception_ptr(std::runtime_error(gone)));
+    if (receive) receive->complete(peer, error(gone));
     fail_peer(peer, gone);
     return false;
   }
@@ -477,12 +473,7 @@ bool LocalLinks::read_frame(int peer) {
       return true;
     }
   }
-  if (!receive->takes(header.bytes)) {
-    receive->complete(peer, too_large(header.bytes, receive->capacity(), peer, header.tag));
-  } else {
-    receive->fill(held.get(), header.bytes);
-    receive->complete(peer, nullptr);
-  }
+  receive->deliver(held.get(), header.bytes, peer);
   return true;
 }
 
@@ -492,7 +483,9 @@ void LocalLinks::fail_peer(int peer, const std::string& why) {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_[peer] = why;
     bool all_closed = true;
-    for (int r = 0; r < getSize(); ++r) all_closed = all_closed && (r == getRank() || !closed_[r].empty());
+    for (int r = 0; r < getSize(); ++r) {
+      all_closed = all_closed && (r == getRank() || !closed_[r].empty());
+    }
     for (auto& [tag, queue] : posted_) {
       for (auto it = queue.begin(); it != queue.end();) {
         if ((*it)->peer() == peer || (all_closed && (*it)->peer() < 0)) {
@@ -504,13 +497,8 @@ void LocalLinks::fail_peer(int peer, const std::string& why) {
       }
     }
   }
-  for (auto& receive : failed) {
-    try {
-      raise(why);
-    } catch (...) {
-      receive->complete(peer, std::current_exception());
-    }
-  }
+  const std::exception_ptr failure = error(why);
+  for (auto& receive : failed) receive->complete(peer, failure);
 }
 
 void LocalLinks::read_loop() {

@@ -84,6 +84,11 @@ class LocalLinks final : public c10d::Backend {
   class Receive;
 
  private:
+  // A frame's header: its tag and payload size.
+  struct Header {
+    uint64_t tag;
+    uint64_t bytes;
+  };
   struct Unexpected {
     int peer;
     std::unique_ptr<uint8_t[]> bytes;  // not zeroed: it is about to be overwritten
@@ -103,10 +108,11 @@ class LocalLinks final : public c10d::Backend {
   // The writer thread: deferred frames in order until stop().
   void write_loop();
   // Writes one frame to `peer`; throws DistBackendError if the socket fails.
-  void write_frame(int peer, const std::vector<at::Tensor>& parts);
+  void write_frame(int peer, Header header, const std::vector<at::Tensor>& parts);
   struct Outgoing {
     int peer;
-    std::vector<at::Tensor> parts;  // the header first
+    Header header;
+    std::vector<at::Tensor> parts;
     std::vector<at::Tensor> owners;
     c10::intrusive_ptr<c10d::Work> work;
   };

@@ -198,7 +198,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
   // Also where this process's local links listen (Note [Local links]): abstract sockets are
   // shared by the processes of one network namespace on one machine.
   enum Field { kNode, kChip, kCore, kPid, kHost, kNetns, kLink, kToken, kFields };
-  auto links = c10::make_intrusive<LocalLinks>(rank, size, timeout_);
+  auto links = size > 1 ? c10::make_intrusive<LocalLinks>(rank, size, timeout_) : nullptr;
   at::Tensor mine = at::empty({kFields}, at::kLong);
   auto* m = mine.data_ptr<int64_t>();
   m[kNode] = node;
@@ -208,8 +208,8 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
   m[kHost] = static_cast<int64_t>(gethostid());
   struct stat netns {};
   m[kNetns] = ::stat("/proc/self/ns/net", &netns) == 0 ? static_cast<int64_t>(netns.st_ino) : -1;
-  m[kLink] = links->address();
-  m[kToken] = links->token();
+  m[kLink] = links ? links->address() : 0;
+  m[kToken] = links ? links->token() : 0;
   at::Tensor all = at::empty({kFields * size}, at::kLong);
   std::vector<at::Tensor> in{mine};
   std::vector<std::vector<at::Tensor>> out{all.chunk(size)};
@@ -243,7 +243,7 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo,
     tokens.push_back(a[kToken]);
   }
   // Every rank decides the same from the same records.
-  if (one_machine && size > 1) {
+  if (one_machine && links) {
     links->connect(addresses, tokens);
     links_ = links.get();
     messages_ = std::move(links);

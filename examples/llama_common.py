@@ -3,19 +3,24 @@ process group and device mesh, a model built on the meta device and initialised 
 its tensor-parallel plan, and simulated-time measurement."""
 
 import argparse
+import functools
 import os
 import sys
 import time
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
+import torch.utils.checkpoint
 import transformers
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
 from torch.distributed.tensor._random import manual_seed as dtensor_manual_seed
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                SequenceParallel, parallelize_module)
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
 
 import torch_neuron
@@ -45,14 +50,32 @@ SIZES = {
 SEED = 0
 
 
-def llama_config(size, layers=None, tp=1):
+def recomputed_attention(module, query, key, value, attention_mask, **kwargs):
+    """Selective activation checkpointing (Korthikanti et al. 2022, "Reducing Activation
+    Recomputation in Large Transformer Models"): only the attention core, softmax(QK^T)V, is
+    recomputed in the backward pass; everything else keeps its activations. It drops the
+    activations that grow with the square of the sequence for a small share of the FLOPs. NxD
+    Training's Llama recipes run this way (aws-neuron-sdk libraries/neuronx-distributed/
+    activation_memory_reduction.rst, tutorials/training_llama_tp_zero1.rst)."""
+    return torch.utils.checkpoint.checkpoint(sdpa_attention_forward, module, query, key, value,
+                                             attention_mask, use_reentrant=False, **kwargs)
+
+
+RECOMPUTED_ATTENTION = "sdpa_recomputed"
+transformers.AttentionInterface.register(RECOMPUTED_ATTENTION, recomputed_attention)
+AttentionMaskInterface.register(RECOMPUTED_ATTENTION, sdpa_mask)  # masks as for "sdpa"
+
+
+def llama_config(size, layers=None, tp=1, recompute_attention=False):
     """--layers N keeps the size's widths with N decoder layers (a quick look at a big model).
     With more tensor-parallel ranks than key/value heads, each key/value head is replicated so
     that every rank holds one, as NxD Inference's GQA.REPLICATE_TO_TP_DEGREE does (8 heads at
     TP 32 become 32; aws-neuron/neuronx-distributed-inference,
     src/neuronx_distributed_inference/modules/attention/gqa.py). The weights are random, so
-    the copies are not tied: shapes and costs are the replicated model's."""
-    config = dict(SIZES[size], attn_implementation="sdpa")
+    the copies are not tied: shapes and costs are the replicated model's. With
+    `recompute_attention`, attention is checkpointed (recomputed_attention)."""
+    config = dict(SIZES[size],
+                  attn_implementation=RECOMPUTED_ATTENTION if recompute_attention else "sdpa")
     if layers is not None:
         config["num_hidden_layers"] = layers
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
@@ -97,17 +120,86 @@ def parameter_count(model):
 
 
 class EmbeddingParallel(RowwiseParallel):
-    """RowwiseParallel for the embedding, its output's reduction waited for at once. Rowwise
-    leaves it pending (an AsyncCollectiveTensor), and when such a tensor enters a compiled
-    layer, PyTorch 2.13's backward hands the reduction a plain-tensor gradient and fails
-    (AttributeError: 'Tensor' object has no attribute '_local_tensor'); the simulated time is
-    the same either way, as the next op waits for the reduction."""
+    """The embedding split by vocabulary, as Megatron's and NxD's vocabulary-parallel
+    embeddings are: each rank looks up the ids in its rows, zeroes the others, and the ranks'
+    outputs are summed (reduced to `output_layouts`). RowwiseParallel alone gives the same
+    forward, but DTensor (PyTorch 2.13) has no row-sharded strategy for the embedding's
+    backward: every rank would compute the whole vocabulary's gradient (for Llama 3, 2 GB in
+    float32) and reduce-scatter it. Here each rank's gradient covers its own rows. The output's
+    reduction is waited for at once: a pending one (an AsyncCollectiveTensor) entering a
+    compiled layer makes PyTorch 2.13's backward fail."""
+
+    def _apply(self, module, device_mesh):
+        if module.padding_idx is not None:
+            raise ValueError("EmbeddingParallel supports embeddings without padding_idx")
+        module = super()._apply(module, device_mesh)
+        module.forward = lambda ids: _vocabulary_parallel_lookup(module, ids)
+        return module
 
     @staticmethod
     def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
         if outputs.placements != output_layouts:
             outputs = outputs.redistribute(placements=output_layouts, async_op=False)
         return outputs.to_local() if use_local_output else outputs
+
+
+def _vocabulary_parallel_lookup(module, ids):
+    weight = module.weight  # a DTensor split by rows, as torch.chunk splits (Shard(0))
+    mesh = weight.device_mesh
+    rows = -(-weight.shape[0] // mesh.size())
+    first = min(mesh.get_local_rank() * rows, weight.shape[0])
+    local_weight = weight.to_local()
+    ids = ids.to_local() if isinstance(ids, DTensor) else ids
+    elsewhere = (ids < first) | (ids >= first + local_weight.shape[0])
+    local = F.embedding((ids - first).masked_fill(elsewhere, 0), local_weight)
+    local = local.masked_fill(elsewhere.unsqueeze(-1), 0)
+    return DTensor.from_local(local, mesh, [Partial()], run_check=False)
+
+
+class CoalescedProjections:
+    """Linears that read the same input (attention's q, k, v; the MLP's gate and up) run as one
+    matmul of it with their weights concatenated, as NxD Training's Llama coalesces them
+    (aws-neuron-sdk libraries/neuronx-distributed/tutorials/training_llama_tp_zero1.rst): the
+    input is read once, one bf16 copy of it is saved for the backward, and its gradient is one
+    matmul. The weights stay separate parameters (names, shards and initialisation unchanged):
+    the model is the same, its results the separate projections' up to the order in which a
+    matmul accumulates. The first projection called with a new input
+    computes the product; each returns its slice. Under tensor parallelism each rank multiplies
+    its own shards: the input's gradient is a partial sum, reduced where DTensor would."""
+
+    def __init__(self, linears):
+        if any(linear.bias is not None for linear in linears):
+            raise ValueError("CoalescedProjections supports linears without bias")
+        self.linears, self.input, self.parts = linears, None, None
+        for index, linear in enumerate(linears):
+            linear.forward = functools.partial(self.project, index)
+
+    def project(self, index, x):
+        if self.input is not x:
+            local = x.to_local(grad_placements=[Partial()]) if isinstance(x, DTensor) else x
+            weights = [_local(linear.weight) for linear in self.linears]
+            product = F.linear(local, torch.cat(weights))
+            self.input, self.parts = x, product.split([w.shape[0] for w in weights], dim=-1)
+        part = self.parts[index]
+        if index == len(self.linears) - 1:  # the last reader: keep nothing past the layer
+            self.input = self.parts = None
+        weight = self.linears[index].weight
+        if isinstance(weight, DTensor):  # a column shard of the output, as ColwiseParallel's
+            return DTensor.from_local(part, weight.device_mesh, [Shard(-1)], run_check=False)
+        return part
+
+
+def _local(tensor):
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def coalesce_projections(model):
+    """CoalescedProjections for every decoder layer's q/k/v and gate/up (after
+    tensor_parallel, which shards them)."""
+    for layer in model.model.layers:
+        attention, mlp = layer.self_attn, layer.mlp
+        CoalescedProjections([attention.q_proj, attention.k_proj, attention.v_proj])
+        CoalescedProjections([mlp.gate_proj, mlp.up_proj])
 
 
 def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False):

@@ -4,8 +4,8 @@
     python -m torch_neuron run --nproc-per-node 2 examples/llama_pretrain.py --size tiny --tp 2
     python -m torch_neuron run --nnodes 32 --nproc-per-node 32 --virtual \
         --instance trn1.32xlarge examples/llama_pretrain.py --size 8b --tp 32 \
-        --sequence-parallel --activation-checkpointing --seq 8192 --global-batch 1024 \
-        --micro-batch 1
+        --sequence-parallel --activation-checkpointing selective --coalesce-projections \
+        --seq 8192 --global-batch 1024 --micro-batch 1
 
 Hugging Face's LlamaForCausalLM with random weights, built on the meta device and materialised
 on neuron (examples/llama_common.py). Ranks form a ("pp", "dp", "tp") mesh, data parallel =
@@ -13,8 +13,11 @@ world / (tp * pp): tensor (and with --sequence-parallel, sequence) parallel with
 parallelize_module over "tp", pipeline parallel over "pp" (each stage a contiguous slice of
 decoder layers, Schedule1F1B), data parallel over "dp" with DDP + ZeroRedundancyOptimizer
 (ZeRO-1, the default) or FSDP2 (--dp fsdp). Each dp rank accumulates global batch / (dp *
-micro-batch) micro-batches per step. The first rank of the last pipeline stage prints the
-losses and throughput (in a virtual world, run it: --run-ranks); every rank its peak HBM.
+micro-batch) micro-batches per step. As NxD Training's Llama tutorial runs it,
+--activation-checkpointing selective recomputes only attention in the backward pass and
+--coalesce-projections runs q/k/v and gate/up as one matmul each (llama_common.py). The first
+rank of the last pipeline stage prints the losses and throughput (in a virtual world, run it:
+--run-ranks); every rank its peak HBM.
 
 bf16: float32 parameters under torch.autocast(bfloat16). Matmuls run in bf16 while AdamW
 updates float32 weights (master weights, as AWS's NxD Training Llama recipes keep them; a bf16
@@ -56,11 +59,17 @@ parser.add_argument("--seq", type=int, default=64)
 parser.add_argument("--global-batch", type=int, default=8)
 parser.add_argument("--micro-batch", type=int, default=2)
 parser.add_argument("--steps", type=int, default=3, help="the first is a warm-up, not timed")
-parser.add_argument("--activation-checkpointing", action="store_true")
+parser.add_argument("--activation-checkpointing", nargs="?", const="full",
+                    choices=["full", "selective"], help="recompute in the backward pass each "
+                    "decoder layer (full, the default) or only attention's softmax(QK^T)V "
+                    "(selective, as NxD Training's Llama recipes do)")
+parser.add_argument("--coalesce-projections", action="store_true", help="q/k/v and gate/up "
+                    "each as one matmul, as NxD Training's Llama runs them")
 parser.add_argument("--compile", action="store_true")
 args = parser.parse_args()
 
-config = common.llama_config(args.size, args.layers, args.tp)
+config = common.llama_config(args.size, args.layers, args.tp,
+                             recompute_attention=args.activation_checkpointing == "selective")
 common.check_tensor_parallel(config, args.tp)
 mesh, rank, world, dp = common.start(args.tp, args.pp)
 accumulation, rest = divmod(args.global_batch, dp * args.micro_batch)
@@ -116,7 +125,7 @@ if not first:
     causal_lm.model.embed_tokens = None
 if not last:
     causal_lm.model.norm, causal_lm.lm_head = nn.Identity(), None
-if args.activation_checkpointing:
+if args.activation_checkpointing == "full":
     causal_lm.activation_checkpointing_enable({"use_reentrant": False})
 stage = Stage(causal_lm)
 if args.tp > 1:
@@ -127,6 +136,8 @@ if args.dp == "fsdp" and dp > 1:
     for layer in stage.model.layers:
         fully_shard(layer, mesh=mesh["dp"], mp_policy=policy)
     fully_shard(stage, mesh=mesh["dp"], mp_policy=policy)
+if args.coalesce_projections:
+    common.coalesce_projections(stage)
 device = common.materialise(stage, config, mesh["tp"] if args.tp > 1 else None,
                             first_layer=pp_rank * per_stage)
 if args.compile:

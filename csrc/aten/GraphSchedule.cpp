@@ -7,6 +7,7 @@
 
 #include <trnsim/schedule.h>
 
+#include "runtime/DeviceAllocator.h"
 #include "runtime/Runtime.h"
 #include "runtime/SimulatorError.h"
 #include "runtime/Stream.h"
@@ -31,7 +32,23 @@ thread_local std::unique_ptr<GraphRegion> open_region;
 // destructor is reached through __tls_get_addr (Note [Per-op thread locals]).
 TORCH_NEURON_THREAD_LOCAL bool region_open = false;
 
-// The bytes a tensor's elements span in its storage (its HBM address range).
+// Where a storage's bytes start in the graph's address space. An allocation of the neuron
+// allocator gets a range of its own, named by its allocation id (Note [Allocation ids]) in the
+// upper half of the space: a block the caching allocator hands out again is a new buffer, so
+// the ops of two tensors that happen to get the same block do not wait for each other, and a
+// graph's schedule does not depend on what the cache held before it ran. (A NEFF's buffers are
+// planned by its compiler, not by the caching allocator's history.) The generated code's own
+// reuse of a buffer ("reuse" in Inductor's wrapper) keeps its storage, so it still orders.
+// Other storages keep their host address, which lies in the lower half.
+uint64_t storage_base(const void* data) {
+  constexpr int kOffsetBits = 37;  // 128 GiB: more than any storage of one device
+  constexpr uint64_t kIds = uint64_t{1} << (63 - kOffsetBits);
+  const uint64_t id = NeuronDeviceAllocator::allocation_id(data);
+  if (id == 0) return reinterpret_cast<uint64_t>(data);
+  return (uint64_t{1} << 63) | ((id % kIds) << kOffsetBits);
+}
+
+// The bytes a tensor's elements span in its storage (Note [Compiled graph schedule]).
 void add_region(const at::Tensor& t, std::vector<trnsim::Region>& out) {
   if (!t.defined() || t.numel() == 0 || !t.has_storage() || t.storage().data() == nullptr) return;
   int64_t low = 0, high = 0;
@@ -40,7 +57,7 @@ void add_region(const at::Tensor& t, std::vector<trnsim::Region>& out) {
     (extent < 0 ? low : high) += extent;
   }
   const auto item = static_cast<int64_t>(t.element_size());
-  const auto base = reinterpret_cast<uint64_t>(t.storage().data()) +
+  const auto base = storage_base(t.storage().data()) +
                     static_cast<uint64_t>(t.storage_offset() * item);
   out.push_back({0, base + static_cast<uint64_t>(low * item),
                  base + static_cast<uint64_t>((high + 1) * item)});

@@ -8,7 +8,8 @@
 // generated kernels through _charge_kernel, the extern ATen kernels such as mm, addmm, bmm and
 // attention through their usual kernels) but appends them to one trnsim::OpProgram (Note [Ops
 // as tiles] in trnsim/schedule.h): tiled instructions whose buffer regions are the byte ranges
-// of the op's tensors (their storage addresses), so a consumer's tile waits for the producer
+// of the op's tensors in their storages, each allocation a range of its own (Note
+// [Allocation ids] in runtime/DeviceAllocator.h), so a consumer's tile waits for the producer
 // tiles it reads. Closing the region schedules the program (Note [Engine scheduler]) and
 // launches it once: the launch overhead once plus the makespan, one trace record named after
 // the graph whose engine times are each engine's busy time. An op whose tensors its charge does

@@ -50,6 +50,7 @@ struct Block {
   Block* prev = nullptr;  // the blocks before and after it in its segment (Note [Split blocks])
   Block* next = nullptr;
   bool live = false;
+  uint64_t allocation = 0;  // which allocation it serves while live (Note [Allocation ids])
   FreeBlocks::node_type free_node;  // set while the block is live
   FreeBlocks::iterator where;       // set while the block is cached
 };
@@ -246,6 +247,7 @@ struct AllocatorState {
   trnsim::SpinLock mutex;  // Note [Spin locks] in trnsim/spin_lock.h
   std::vector<DeviceCache> caches;  // one per visible device
   PointerTable<Block*> live;        // blocks in use, by data pointer
+  uint64_t allocations = 0;         // allocations made so far (Note [Allocation ids])
 };
 
 // Deliberately never destroyed: tensors freed during interpreter shutdown still return here.
@@ -369,6 +371,7 @@ c10::DataPtr NeuronDeviceAllocator::allocate_on(c10::DeviceIndex index, size_t n
       ++cache.stats.num_device_alloc;
     }
     block->requested = nbytes;
+    block->allocation = ++st.allocations;
     block->live = true;
     cache.account_use(block, +1, deferred_peak);
     st.live.insert(block->ptr, block);
@@ -407,6 +410,13 @@ void NeuronDeviceAllocator::settle_peaks(c10::DeviceIndex index) {
 c10::DeleterFnPtr NeuronDeviceAllocator::raw_deleter() const { return &free_block; }
 
 bool NeuronDeviceAllocator::release_if_owned(void* ptr) { return release(ptr); }
+
+uint64_t NeuronDeviceAllocator::allocation_id(const void* ptr) {
+  auto& st = state();
+  std::lock_guard<trnsim::SpinLock> lock(st.mutex);
+  Block** found = st.live.find(const_cast<void*>(ptr));
+  return found == nullptr ? 0 : (*found)->allocation;
+}
 
 bool NeuronDeviceAllocator::owns(const c10::DataPtr& ptr) {
   return ptr.get_deleter() == &free_block;

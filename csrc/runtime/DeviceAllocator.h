@@ -68,6 +68,10 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   std::vector<SegmentInfo> snapshot(c10::DeviceIndex device);
   // The peak statistics of `device` take in what is allocated now.
   void settle_peaks(c10::DeviceIndex device);
+  // Note [Allocation ids]: every allocation gets the next number of the process, whichever
+  // cached block serves it; the id of the live allocation that starts at `ptr`, 0 when none
+  // does. A compiled graph's schedule names buffers by it (Note [Compiled graph schedule]).
+  static uint64_t allocation_id(const void* ptr);
   // Whether `ptr` came from this allocator (whatever device its DataPtr now claims).
   static bool owns(const c10::DataPtr& ptr);
   // Frees `ptr` if it is the start of a live block of this allocator; false otherwise.

@@ -16,6 +16,7 @@ WORKER_TIMEOUT_S = 900
 def worker(instance: str, names: list[str], eager: bool) -> dict:
     """In the worker process: each named anchor's prediction in the mode AWS measured it,
     its eager prediction too when asked, and its physical lower bound."""
+    import torch
     import torch_neuron
     from torch_neuron.fidelity.anchors import ANCHORS
 
@@ -26,6 +27,12 @@ def worker(instance: str, names: list[str], eager: bool) -> dict:
     def run(fn, *mode):
         key = repr((getattr(fn, "func", fn), getattr(fn, "args", ()), mode))
         if key not in done:
+            # Each workload compiles as in a process of its own, as AWS measured each model:
+            # without a reset, a model compiled after another with shared code (Hugging Face's
+            # attention and masking functions) recompiles those frames with dynamic shapes
+            # (Dynamo's automatic_dynamic_shapes), and its prediction depends on what ran
+            # before it in the worker.
+            torch._dynamo.reset()
             done[key] = fn(*mode)
         return done[key]
 

@@ -134,3 +134,28 @@ def test_intermediates_stay_in_sbuf_inputs_and_outputs_move_through_hbm(predicti
     eager = sum(r["bytes"] for r in prof.records if not r["name"].startswith("compiled graph"))
     assert eager == 6 * act + 2 * weight
     assert graph["bytes"] == 2 * act + 2 * weight
+
+
+@pytest.mark.extended  # two compiles of BERT-base and an eager ALBERT, about 20 s
+def test_the_prediction_does_not_depend_on_what_the_allocator_cached(predicting):
+    """Note [Allocation ids]: a compiled graph's buffers are named by allocation, not by the
+    HBM block the caching allocator hands out, so the same call predicts the same time whatever
+    tensors came and went before it. Named by address, a block handed out again to an unrelated
+    tensor ordered the ops that touched either, and the fidelity suite's BERT-base inference
+    read 714.7 us when it ran first in its process and 762.9 us after an eager ALBERT-base
+    forward (the suite's bound of the anchor before it)."""
+    pytest.importorskip("transformers")
+    from torch_neuron.fidelity import workloads
+
+    def bert_us():
+        torch._dynamo.reset()
+        return workloads.inference_ms("bert-base-uncased", "AutoModel", 1, 128, "compiled") * 1e3
+
+    first = bert_us()
+    workloads.inference_bound_ms("albert-base-v2", "AutoModel", 1, 128)  # comes and goes
+    after_albert = bert_us()
+    torch.neuron.empty_cache()
+    after_emptying = bert_us()
+    # Equal up to the rounding of clock readings taken at other absolute times.
+    assert after_albert == pytest.approx(first, rel=1e-12), (first, after_albert)
+    assert after_emptying == pytest.approx(first, rel=1e-12), (first, after_emptying)

@@ -46,6 +46,29 @@ SIZES = {
     "70b": dict(vocab_size=128256, hidden_size=8192, intermediate_size=28672,
                 num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
                 max_position_embeddings=131072, rms_norm_eps=1e-5, **LLAMA3_ROPE),
+    # The models of AWS's published Trainium1 decoder latencies (fidelity anchors), from their
+    # config.json on huggingface.co: meta-llama/Meta-Llama-3-8B, meta-llama/Llama-2-{7,13,70}b-hf,
+    # codellama/CodeLlama-13b-hf, mistralai/Mistral-7B-Instruct-v0.2. Mistral v0.2 has no
+    # sliding window (sliding_window null): the architecture is Llama's.
+    "llama3-8b": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                      max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0),
+    "llama2-7b": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+                      max_position_embeddings=4096, rms_norm_eps=1e-5),
+    "llama2-13b": dict(vocab_size=32000, hidden_size=5120, intermediate_size=13824,
+                       num_hidden_layers=40, num_attention_heads=40, num_key_value_heads=40,
+                       max_position_embeddings=4096, rms_norm_eps=1e-5),
+    "llama2-70b": dict(vocab_size=32000, hidden_size=8192, intermediate_size=28672,
+                       num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
+                       max_position_embeddings=4096, rms_norm_eps=1e-5),
+    "codellama-13b": dict(vocab_size=32016, hidden_size=5120, intermediate_size=13824,
+                          num_hidden_layers=40, num_attention_heads=40, num_key_value_heads=40,
+                          max_position_embeddings=16384, rms_norm_eps=1e-5,
+                          rope_theta=1000000.0),
+    "mistral-7b": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+                       num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                       max_position_embeddings=32768, rms_norm_eps=1e-5, rope_theta=1000000.0),
 }
 SEED = 0
 
@@ -66,19 +89,32 @@ transformers.AttentionInterface.register(RECOMPUTED_ATTENTION, recomputed_attent
 AttentionMaskInterface.register(RECOMPUTED_ATTENTION, sdpa_mask)  # masks as for "sdpa"
 
 
-def llama_config(size, layers=None, tp=1, recompute_attention=False):
+def llama_config(size, layers=None, tp=1, recompute_attention=False, positions=None):
     """--layers N keeps the size's widths with N decoder layers (a quick look at a big model).
-    With more tensor-parallel ranks than key/value heads, each key/value head is replicated so
-    that every rank holds one, as NxD Inference's GQA.REPLICATE_TO_TP_DEGREE does (8 heads at
-    TP 32 become 32; aws-neuron/neuronx-distributed-inference,
-    src/neuronx_distributed_inference/modules/attention/gqa.py). The weights are random, so
-    the copies are not tied: shapes and costs are the replicated model's. With
-    `recompute_attention`, attention is checkpointed (recomputed_attention)."""
+    Heads that do not split over the tensor-parallel ranks are padded to the next multiple of
+    them, as NxD's pad_model does (aws-neuron-sdk libraries/neuronx-distributed/api_guide.rst,
+    "Padding Tensor-Parallel Layers": 40 heads at TP 32 become 64, two a rank; key/value heads
+    too when there are as many). With more tensor-parallel ranks than key/value heads, each
+    key/value head is replicated so that every rank holds one, as NxD Inference's
+    GQA.REPLICATE_TO_TP_DEGREE does (8 heads at TP 32 become 32; aws-neuron/
+    neuronx-distributed-inference, src/neuronx_distributed_inference/modules/attention/gqa.py).
+    The weights are random, so padded heads and copies are not zero or tied: shapes and costs
+    are the padded, replicated model's. With `recompute_attention`, attention is checkpointed
+    (recomputed_attention). `positions` replaces the config's maximum positions (rotary
+    embeddings extend to any position)."""
     config = dict(SIZES[size],
                   attn_implementation=RECOMPUTED_ATTENTION if recompute_attention else "sdpa")
     if layers is not None:
         config["num_hidden_layers"] = layers
+    if positions is not None:
+        config["max_position_embeddings"] = positions
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    config["head_dim"] = config["hidden_size"] // heads
+    if heads % tp:
+        padded = -(-heads // tp) * tp
+        config["num_key_value_heads"] = padded if kv_heads == heads else kv_heads
+        config["num_attention_heads"] = heads = padded
+        kv_heads = config["num_key_value_heads"]
     if tp % kv_heads == 0 and heads % tp == 0:
         config["num_key_value_heads"] = max(kv_heads, tp)
     return transformers.LlamaConfig(**config)

@@ -31,9 +31,11 @@ parser.add_argument("--batch", type=int, default=1)
 parser.add_argument("--prompt-len", type=int, default=32)
 parser.add_argument("--new-tokens", type=int, default=8)
 parser.add_argument("--compile", action="store_true")
+parser.add_argument("--positions", type=int, help="the model's maximum positions, where the "
+                    "size's config has fewer than a run needs (rotary embeddings extend)")
 args = parser.parse_args()
 
-config = common.llama_config(args.size, args.layers, args.tp)
+config = common.llama_config(args.size, args.layers, args.tp, positions=args.positions)
 common.check_tensor_parallel(config, args.tp)
 mesh, rank, world, dp = common.start(args.tp, 1)
 if dp != 1:

@@ -7,18 +7,16 @@ running rank; its prediction is the step time, time to first token or time per o
 the example prints. The examples are not AWS's code: each anchor's note says what its run does
 differently from AWS's (the examples' flags are used as they are, never tuned to a row).
 
-Rows of the same tables that are not anchors: the trn1 decoder latency table's Llama-2-7b,
-Llama-2-13b, Llama-2-70b, Mistral and CodeLlama rows (the examples build Llama 3 only) and its
-three Llama-3-8B rows (weights stored as int8, which the examples cannot do: it halves the
-bytes a decode step reads; and each row costs a compiled virtual run of minutes on 2 cores,
-which an excluded row does not justify); the training table's Llama-3.1-70B row (TP=32 DP=4
-PP=8 needs 8 running ranks, one per stage, each doing 256 micro-batches of 10 layers a step:
-not run on this 2-core machine yet)."""
+Every row of the trn1 decoder latency table is an anchor: the Llama-3, Llama-2, Mistral and
+CodeLlama rows with bf16 weights count, the three Llama-3-8B rows are excluded (their weights
+are stored as int8, which the examples cannot do) and still predicted. Not an anchor yet: the
+training table's Llama-3.1-70B row (TP=32 DP=4 PP=8 needs 8 running ranks, one per stage,
+each doing 256 micro-batches of 10 layers a step: not run on this 2-core machine yet)."""
 
 import functools
 
 from torch_neuron.fidelity import scale_workloads as s
-from torch_neuron.fidelity.anchor import Anchor
+from torch_neuron.fidelity.anchor import EXCLUDED, Anchor
 
 SDK = "github.com/aws-neuron/aws-neuron-sdk@81ce03ae"
 TRAINING = (f"{SDK} about-neuron/benchmarks/trn1/training_data_decoder.csv ({{model}} "
@@ -73,39 +71,77 @@ def _training(name, size, nodes, tp, pp, seq_per_s, topology, run_ranks, on_requ
 
 
 def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note,
-             on_request=True):
+             on_request=True, positions=None, **status):
     # Compiled, as AWS measured it (a prefill and a decode graph): 2-3 minutes of wall time
     # for the 70B model on the 2-core machine lightly loaded, against 10-25 s eager.
     run = ("llama_generate.py", 1, nproc, instance, "0",
            ("--size", size, "--tp", str(tp), "--prompt-len", str(prompt), "--new-tokens", "4",
-            "--compile"))
+            "--compile") + (("--positions", str(positions)) if positions else ()))
     workload = (f"examples/llama_generate.py {size} virtual, TP {tp} on {instance}, prompt "
                 f"{prompt} tokens, compiled")
     worker = f"{size}-tp{tp}-{instance}-prompt{prompt}"  # rows of the same run share it
     kw = dict(note=f"{note}; the example differs: {INFERENCE_DIFFERENCES}", worker=worker,
-              on_request=on_request, measured_as="compiled")
+              on_request=on_request, measured_as="compiled", **status)
     return [Anchor(f"{prefix}-ttft", "scale", instance, workload + ", time to first token",
                    ttft, "ms", source, functools.partial(s.first_token_ms, run), **kw),
             Anchor(f"{prefix}-tpot", "scale", instance, workload + ", time per output token",
                    tpot, "ms", source, functools.partial(s.per_token_ms, run), **kw)]
 
 
-def _trn1(model, size, seq, inp, out, ttft, tpot, weights, release):
+# The trn1 decoder table's models as the examples' --size names them (examples/llama_common.py).
+TRN1_SIZES = {"Llama-3-8B": "llama3-8b", "Llama-3-70B": "70b", "Llama-2-7b": "llama2-7b",
+              "Llama-2-13b": "llama2-13b", "Llama-2-70b": "llama2-70b",
+              "Mistral-7B-Instruct-v0.2": "mistral-7b", "CodeLlama-13b-hf": "codellama-13b"}
+# Heads that do not split over TP 32 (Llama-2-13b's and CodeLlama-13b's 40) are padded to 64
+# in the example, as NxD's pad_model pads them; the table does not say how Transformers NeuronX
+# ran them (its developer guide asks for heads divisible by the TP degree).
+PADDED_HEADS = ("Llama-2-13b", "CodeLlama-13b-hf")
+INT8_WEIGHTS = ("weights stored as int8 (the table's Weight Storage Data Type), which halves "
+                "the bytes a decode step reads; the example stores bf16")
+
+
+def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None):
     prefix = f"{model.lower()}-trn1-tp32-in{inp}-out{out}"
     source = TRN1_LATENCY.format(model=model, seq=seq, inp=inp, out=out, weights=weights,
                                  release=release, ttft=ttft, tpot=tpot)
-    return _latency(prefix, "trn1.32xlarge", 32, 32, size, inp, ttft, tpot, source,
-                    note=f"AWS's KV cache holds {seq} positions and TPOT is the mean over "
-                    f"{out} output tokens; rows with the same input length share one run")
+    note = (f"AWS's KV cache holds {seq} positions and TPOT is the mean over {out} output "
+            "tokens; rows with the same input length share one run")
+    if model in PADDED_HEADS:
+        note += "; 40 heads padded to 64 over TP 32, as NxD's pad_model pads them"
+    if positions:
+        note += f"; the model's positions raised to the row's {positions} (its config has fewer)"
+    status = dict(status=EXCLUDED, reason=INT8_WEIGHTS) if weights == "int8" else {}
+    return _latency(prefix, "trn1.32xlarge", 32, 32, TRN1_SIZES[model], inp, ttft, tpot, source,
+                    note=note, positions=positions, **status)
 
 
 ANCHORS = (
     _training("llama-3.1-8b-pretrain-32-nodes", "8b", 32, 32, 1, 47.95,
               "TP=32 DP=32 PP=1 ZeRO-1", "0", ON_REQUEST)
-    # The table's order; rows with the same input length share one run.
-    + _trn1("Llama-3-70B", "70b", 4096, 2048, 2048, 547, 26.2, "bf16", "2.18.1")
-    + _trn1("Llama-3-70B", "70b", 1152, 128, 1024, 53.2, 24.48, "bf16", "2.18.1")
-    + _trn1("Llama-3-70B", "70b", 256, 128, 128, 52.53, 26.48, "bf16", "2.18.1")
+    # The table's rows in its order (sequence length, input, output, TTFT and TPOT P50 in
+    # ms, weight storage, Neuron release); rows of a model with the same input length share
+    # one run.
+    + _trn1("Llama-3-8B", 8192, 128, 8064, 17.09, 7.03, "int8", "2.18.1")
+    + _trn1("Llama-3-8B", 8192, 4096, 4096, 153.02, 7.04, "int8", "2.18.1")
+    + _trn1("Llama-3-8B", 4096, 128, 3968, 14.75, 5.86, "int8", "2.18.1")
+    + _trn1("Llama-3-70B", 4096, 2048, 2048, 547, 26.2, "bf16", "2.18.1")
+    + _trn1("Llama-3-70B", 1152, 128, 1024, 53.2, 24.48, "bf16", "2.18.1")
+    + _trn1("Llama-3-70B", 256, 128, 128, 52.53, 26.48, "bf16", "2.18.1")
+    + _trn1("Llama-2-7b", 8192, 128, 8064, 13.32402229, 6.69956207, "bf16", "2.18.0")
+    + _trn1("Llama-2-13b", 8192, 4096, 4096, 864.1381264, 9.84406471, "bf16", "2.18.0",
+            positions=8192)
+    + _trn1("Llama-2-13b", 16384, 8192, 8192, 2367.928505, 13.40842247, "bf16", "2.18.0",
+            positions=16384)
+    + _trn1("Llama-2-70b", 256, 128, 128, 53.91026, 25.18129, "bf16", "2.18.0")
+    + _trn1("Llama-2-70b", 512, 256, 256, 81.882, 25.26712, "bf16", "2.18.0")
+    + _trn1("Llama-2-70b", 1152, 128, 1024, 57.75213, 25.44856, "bf16", "2.18.0")
+    + _trn1("Llama-2-70b", 2048, 1024, 1024, 232.47981, 26.03793, "bf16", "2.18.0")
+    + _trn1("Llama-2-70b", 3072, 1024, 2048, 236.78207, 26.62468, "bf16", "2.18.0")
+    + _trn1("Llama-2-70b", 4096, 2048, 2048, 690.95588, 26.85046, "bf16", "2.18.0")
+    + _trn1("Mistral-7B-Instruct-v0.2", 16384, 8192, 8192, 1322.874308, 9.89246368, "bf16",
+            "2.18.0")
+    + _trn1("CodeLlama-13b-hf", 8192, 4096, 4096, 868.635416, 9.86456871, "bf16", "2.18.0")
+    + _trn1("CodeLlama-13b-hf", 16384, 8192, 8192, 2372.928381, 13.3998394, "bf16", "2.18.0")
     # In the CI set (scripts/fidelity.sh): one compiled run, 165 s of wall time on the 2-core
     # machine lightly loaded.
     + _latency("llama-3.3-70b-trn2-tp64-in10000", "trn2.48xlarge", 64, 64, "70b", 10000,

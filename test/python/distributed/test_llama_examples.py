@@ -201,3 +201,42 @@ def test_generate_8b_predict_only():
     assert first > per_token > 0, out
     ((_, size, fits),) = MEMORY.findall(out)
     assert weights <= hbm_bytes(size) and fits == "fits", (weights, out)
+
+
+def llama_common():
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    try:
+        import llama_common
+    finally:
+        sys.path.pop(0)
+    return llama_common
+
+
+def test_llama_configs_pad_heads_that_do_not_split_over_tp():
+    """40 heads at TP 32 (Llama-2-13b) become 64, key/value heads with them, each head keeping
+    its width; Llama-2-70b's 8 key/value heads are replicated to one a rank; heads that split
+    are untouched; --positions replaces the config's maximum positions."""
+    common = llama_common()
+    padded = common.llama_config("llama2-13b", tp=32)
+    assert (padded.num_attention_heads, padded.num_key_value_heads) == (64, 64)
+    assert (padded.hidden_size, padded.head_dim) == (5120, 128)
+    gqa = common.llama_config("llama2-70b", tp=32)
+    assert (gqa.num_attention_heads, gqa.num_key_value_heads, gqa.head_dim) == (64, 32, 128)
+    alone = common.llama_config("llama2-13b")
+    assert (alone.num_attention_heads, alone.num_key_value_heads) == (40, 40)
+    assert common.llama_config("llama2-13b", positions=16384).max_position_embeddings == 16384
+
+
+@pytest.mark.extended  # a virtual world of 32 ranks, one running; about 15 s
+def test_generate_padded_heads_in_a_virtual_world():
+    """Llama-2-13b's widths at TP 32 with its heads padded, predicted only: the running rank
+    holds two of the 64 heads."""
+    result = run_process_group([
+        sys.executable, "-m", "torch_neuron", "run", "--virtual", "--nproc-per-node", "32",
+        "--instance", "trn1.32xlarge", GENERATE, "--size", "llama2-13b", "--layers", "1",
+        "--tp", "32", "--prompt-len", "64", "--new-tokens", "2"], timeout=TIMEOUT)
+    out = result.stdout
+    assert result.returncode == 0, f"{out}\n{result.stderr}"
+    assert "Llama llama2-13b: 1 layers, 64 key/value heads" in out, out
+    first, per_token = map(float, LATENCY.search(out).groups())
+    assert first > per_token > 0, out

@@ -28,10 +28,9 @@ def worker(instance: str, names: list[str], eager: bool) -> dict:
         key = repr((getattr(fn, "func", fn), getattr(fn, "args", ()), mode))
         if key not in done:
             # Each workload compiles as in a process of its own, as AWS measured each model:
-            # without a reset, a model compiled after another with shared code (Hugging Face's
-            # attention and masking functions) recompiles those frames with dynamic shapes
-            # (Dynamo's automatic_dynamic_shapes), and its prediction depends on what ran
-            # before it in the worker.
+            # Dynamo keeps no frames of the workloads before it (a frame it compiles again for
+            # other shapes, such as Hugging Face's shared attention code, it would recompile
+            # with dynamic shapes: automatic_dynamic_shapes).
             torch._dynamo.reset()
             done[key] = fn(*mode)
         return done[key]

@@ -179,13 +179,17 @@ class EmbeddingParallel(RowwiseParallel):
         return outputs.to_local() if use_local_output else outputs
 
 
+def _local(tensor):
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
 def _vocabulary_parallel_lookup(module, ids):
     weight = module.weight  # a DTensor split by rows, as torch.chunk splits (Shard(0))
     mesh = weight.device_mesh
     rows = -(-weight.shape[0] // mesh.size())
     first = min(mesh.get_local_rank() * rows, weight.shape[0])
     local_weight = weight.to_local()
-    ids = ids.to_local() if isinstance(ids, DTensor) else ids
+    ids = _local(ids)
     elsewhere = (ids < first) | (ids >= first + local_weight.shape[0])
     local = F.embedding((ids - first).masked_fill(elsewhere, 0), local_weight)
     local = local.masked_fill(elsewhere.unsqueeze(-1), 0)
@@ -223,10 +227,6 @@ class CoalescedProjections:
         if isinstance(weight, DTensor):  # a column shard of the output, as ColwiseParallel's
             return DTensor.from_local(part, weight.device_mesh, [Shard(-1)], run_check=False)
         return part
-
-
-def _local(tensor):
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
 def coalesce_projections(model):

@@ -10,6 +10,7 @@ import time
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 import torch.utils.checkpoint
 import transformers
@@ -196,6 +197,84 @@ def _vocabulary_parallel_lookup(module, ids):
     return DTensor.from_local(local, mesh, [Partial()], run_check=False)
 
 
+# Selective checkpointing's policy for a sequence-parallel projection: keep the matmul's output,
+# recompute the rest (the all-gather of the input and its bf16 cast) in the backward pass.
+_MATMULS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+
+
+def _recompute_all_but_matmuls(ctx, op, *args, **kwargs):
+    del ctx, args, kwargs
+    return (torch.utils.checkpoint.CheckpointPolicy.MUST_SAVE if op in _MATMULS
+            else torch.utils.checkpoint.CheckpointPolicy.PREFER_RECOMPUTE)
+
+
+def _sequence_dim(t):
+    """The dim the sequence is split along: 1 of [batch, sequence, hidden], or 0 of the
+    [sequence, hidden] view of one sequence, whose shards are contiguous rows: moved without
+    the copy that joining or splitting along dim 1 takes (Megatron keeps the sequence first for
+    this)."""
+    return (t[0], 0) if t.shape[0] == 1 else (t, 1)
+
+
+def _all_gather_sequence(shard, group):
+    t, dim = _sequence_dim(shard)
+    whole = funcol.wait_tensor(funcol.all_gather_single(t.contiguous(), dim, group))
+    return whole.unsqueeze(0) if dim == 0 else whole
+
+
+def _reduce_scatter_sequence(whole, group):
+    t, dim = _sequence_dim(whole)
+    shard = funcol.wait_tensor(funcol.reduce_scatter_single(t.contiguous(), "sum", dim, group))
+    return shard.unsqueeze(0) if dim == 0 else shard
+
+
+class _GatherSequence(torch.autograd.Function):
+    """The sequence shards all-gathered in the dtype the matmul reads (bf16 under autocast, as
+    NxD's bf16 model moves them), the gradient, a partial sum over the ranks, reduce-scattered in
+    the shard's dtype (float32 here, so the sum rounds as DTensor's would)."""
+
+    @staticmethod
+    def forward(ctx, shard, dtype, group):
+        ctx.shard_dtype, ctx.group = shard.dtype, group
+        return _all_gather_sequence(shard.to(dtype), group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _reduce_scatter_sequence(grad.to(ctx.shard_dtype), ctx.group), None, None
+
+
+class _ScatterSequence(torch.autograd.Function):
+    """A row-parallel projection's partial sums reduce-scattered into sequence shards; the
+    gradient, split by sequence, all-gathered."""
+
+    @staticmethod
+    def forward(ctx, partial, group):
+        ctx.group = group
+        return _reduce_scatter_sequence(partial, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _all_gather_sequence(grad, ctx.group), None
+
+
+def _scatter_output(module, inputs, output):
+    """Forward hook of o_proj and down_proj under sequence parallelism with coalesced
+    projections: their Partial output becomes this rank's sequence shard by _ScatterSequence,
+    where DTensor would split along dim 1 with a copy. A plain tensor, as RowwiseParallel
+    returns its output by default: the residual stream between the blocks."""
+    del module, inputs
+    local = output.to_local(grad_placements=[Replicate()])
+    return _ScatterSequence.apply(local, output.device_mesh.get_group())
+
+
+def _gather_and_multiply(x, *weights):
+    """The sequence-sharded input gathered, then one matmul with this rank's weight shards."""
+    dtype = (torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type)
+             else x.dtype)
+    whole = _GatherSequence.apply(x.to_local(), dtype, x.device_mesh.get_group())
+    return F.linear(whole, torch.cat(weights))
+
+
 class CoalescedProjections:
     """Linears that read the same input (attention's q, k, v; the MLP's gate and up) run as one
     matmul of it with their weights concatenated, as NxD Training's Llama coalesces them
@@ -205,7 +284,15 @@ class CoalescedProjections:
     the model is the same, its results the separate projections' up to the order in which a
     matmul accumulates. The first projection called with a new input
     computes the product; each returns its slice. Under tensor parallelism each rank multiplies
-    its own shards: the input's gradient is a partial sum, reduced where DTensor would."""
+    its own shards: the input's gradient is a partial sum, reduced where DTensor would.
+
+    Given a sequence-sharded input (sequence parallelism; tensor_parallel(coalesced=True)), the
+    projection gathers it itself and keeps only the shard for the backward pass, which gathers
+    it again: Megatron's sequence parallelism (Korthikanti et al. 2022, section 4.2.2), whose
+    activation memory per layer is sbh(34 + 5as/h)/t, as NxD states for its own
+    (libraries/neuronx-distributed/activation_memory_reduction.rst). Saving the gathered input
+    instead, as DTensor's SequenceParallel does, costs t times that input per projection. The
+    gather moves the bf16 copy the matmul reads, not the float32 shard (_GatherSequence)."""
 
     def __init__(self, linears):
         if any(linear.bias is not None for linear in linears):
@@ -216,9 +303,16 @@ class CoalescedProjections:
 
     def project(self, index, x):
         if self.input is not x:
-            local = x.to_local(grad_placements=[Partial()]) if isinstance(x, DTensor) else x
             weights = [_local(linear.weight) for linear in self.linears]
-            product = F.linear(local, torch.cat(weights))
+            if isinstance(x, DTensor) and x.placements[0].is_shard():
+                product = torch.utils.checkpoint.checkpoint(
+                    _gather_and_multiply, x, *weights, use_reentrant=False,
+                    context_fn=functools.partial(
+                        torch.utils.checkpoint.create_selective_checkpoint_contexts,
+                        _recompute_all_but_matmuls))
+            else:
+                local = x.to_local(grad_placements=[Partial()]) if isinstance(x, DTensor) else x
+                product = F.linear(local, torch.cat(weights))
             self.input, self.parts = x, product.split([w.shape[0] for w in weights], dim=-1)
         part = self.parts[index]
         if index == len(self.linears) - 1:  # the last reader: keep nothing past the layer
@@ -238,7 +332,7 @@ def coalesce_projections(model):
         CoalescedProjections([mlp.gate_proj, mlp.up_proj])
 
 
-def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False):
+def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False, coalesced=False):
     """Megatron-style tensor parallelism: q, k, v, gate and up split by output features
     (Colwise), o and down by input features (Rowwise, an all-reduce after each), the
     embedding by vocabulary. `logits`: "sharded" leaves the lm_head's output a DTensor split
@@ -246,25 +340,34 @@ def tensor_parallel(model, tp_mesh, logits, sequence_parallel=False):
     (Megatron's too): between the blocks, activations and norms are split by sequence
     (Shard(1)); each all-reduce becomes a reduce-scatter, and an all-gather brings the whole
     sequence into attention and the MLP. The layers then see 1/tp of the sequence, so the
-    model must be given the whole sequence's position ids."""
+    model must be given the whole sequence's position ids. `coalesced`: the caller coalesces
+    the projections next (coalesce_projections), and under sequence parallelism they gather
+    the sequence themselves (CoalescedProjections), and o and down reduce-scatter it
+    (_scatter_output), as Megatron's and NxD's layers do."""
     between = Shard(1) if sequence_parallel else Replicate()
     # The attention's and the MLP's input enters as one replicated DTensor, so the backward
     # adds the q, k and v (gate and up) input gradients before one reduction, as Megatron's
-    # fused projections do, instead of reducing each.
+    # fused projections do, instead of reducing each; coalesced, it enters as it is.
+    enters = between if coalesced else Replicate()
     layer_plan = {
         "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": between},
-                                        desired_input_kwarg_layouts={"hidden_states": Replicate()}),
-        "mlp": PrepareModuleInput(input_layouts=(between,), desired_input_layouts=(Replicate(),))}
+                                        desired_input_kwarg_layouts={"hidden_states": enters}),
+        "mlp": PrepareModuleInput(input_layouts=(between,), desired_input_layouts=(enters,))}
     layer_plan.update({name: ColwiseParallel() for name in (
         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
         "mlp.gate_proj", "mlp.up_proj")})
-    layer_plan.update({name: RowwiseParallel(output_layouts=between)
+    scatters = sequence_parallel and coalesced  # by _scatter_output, after RowwiseParallel
+    layer_plan.update({name: RowwiseParallel(output_layouts=Partial() if scatters else between,
+                                             use_local_output=not scatters)
                        for name in ("self_attn.o_proj", "mlp.down_proj")})
     if sequence_parallel:
         layer_plan.update({name: SequenceParallel()
                            for name in ("input_layernorm", "post_attention_layernorm")})
     for layer in model.model.layers:
         parallelize_module(layer, tp_mesh, layer_plan)
+        if scatters:
+            for projection in (layer.self_attn.o_proj, layer.mlp.down_proj):
+                projection.register_forward_hook(_scatter_output)
     plan = {}
     if model.model.embed_tokens is not None:
         plan["model.embed_tokens"] = EmbeddingParallel(input_layouts=Replicate(),

@@ -12,7 +12,8 @@ on neuron (examples/llama_common.py). Ranks form a ("pp", "dp", "tp") mesh, data
 world / (tp * pp): tensor (and with --sequence-parallel, sequence) parallel with
 parallelize_module over "tp", pipeline parallel over "pp" (each stage a contiguous slice of
 decoder layers, Schedule1F1B), data parallel over "dp" with DDP + ZeroRedundancyOptimizer
-(ZeRO-1, the default) or FSDP2 (--dp fsdp). Each dp rank accumulates global batch / (dp *
+(ZeRO-1, the default; in a pipeline, the gradients are averaged in DDP's buckets after the
+schedule) or FSDP2 (--dp fsdp). Each dp rank accumulates global batch / (dp *
 micro-batch) micro-batches per step. As NxD Training's Llama tutorial runs it,
 --activation-checkpointing selective recomputes only attention in the backward pass and
 --coalesce-projections runs q/k/v and gate/up as one matmul each (llama_common.py). The first
@@ -45,6 +46,7 @@ from torch.distributed.optim import ZeroRedundancyOptimizer  # noqa: E402
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B  # noqa: E402
 from torch.distributed.tensor import DTensor  # noqa: E402
 from torch.distributed.tensor.parallel import loss_parallel  # noqa: E402
+from torch.distributed.tensor.parallel.ddp import _pre_dp_module_transform  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 import llama_common as common  # noqa: E402
@@ -80,16 +82,13 @@ problems = [
      f"into --pp {args.pp} equal stages"),
     (args.seq > config.max_position_embeddings, f"--seq {args.seq} is longer than the "
      f"model's {config.max_position_embeddings} positions"),
+    (args.sequence_parallel and args.seq % args.tp, f"--sequence-parallel splits --seq "
+     f"{args.seq} over --tp {args.tp} ranks: make it a multiple of {args.tp}"),
     # Checkpointed DTensor layers fail to compile in PyTorch 2.13, whatever the backend
     # (aot_eager too): AOTAutograd saves the DeviceMesh among the tensors for the backward.
     (args.compile and args.tp > 1 and args.activation_checkpointing, "--compile with --tp > 1 "
      "and --activation-checkpointing is not supported (PyTorch fails to compile checkpointed "
-     "tensor-parallel layers); drop one of them"),
-    # The schedule's first step infers the stages' shapes with a forward and backward of the
-    # DDP module outside no_sync(); DDP's reducer then sees every parameter ready twice and
-    # fails an internal assert at the second step (PyTorch 2.13; CPU tensors with Gloo too).
-    (args.pp > 1 and dp > 1 and args.dp == "zero1", "--pp > 1 with ZeRO-1 data parallel is "
-     "not supported (DDP fails under torch.distributed.pipelining); use --dp fsdp")]
+     "tensor-parallel layers); drop one of them")]
 for problem, message in problems:
     if problem:
         raise SystemExit(f"error: {message}")
@@ -130,7 +129,8 @@ if args.activation_checkpointing == "full":
 stage = Stage(causal_lm)
 if args.tp > 1:
     common.tensor_parallel(stage, mesh["tp"], logits="sharded",
-                           sequence_parallel=args.sequence_parallel)
+                           sequence_parallel=args.sequence_parallel,
+                           coalesced=args.coalesce_projections)
 if args.dp == "fsdp" and dp > 1:
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in stage.model.layers:
@@ -143,8 +143,15 @@ device = common.materialise(stage, config, mesh["tp"] if args.tp > 1 else None,
 if args.compile:
     for layer in stage.model.layers:
         layer.compile(backend="neuron")
-if args.dp == "zero1" and dp > 1:  # given the dp sub-mesh, DDP handles TP's DTensors
-    stage = DistributedDataParallel(stage, device_mesh=mesh["dp"])
+if args.dp == "zero1" and dp > 1:
+    # A pipeline's schedule infers the stages' shapes with a forward and backward outside
+    # DDP's no_sync(), after which DDP's reducer sees every parameter ready twice and fails an
+    # internal assert (PyTorch 2.13, CPU tensors with Gloo too): a stage is not wrapped, and
+    # average_gradients does DDP's reduction after the schedule.
+    if args.pp == 1:  # given the dp sub-mesh, DDP handles TP's DTensors
+        stage = DistributedDataParallel(stage, device_mesh=mesh["dp"])
+    elif args.tp > 1:  # as DDP does given TP: plain parameters, DTensors inside forward only
+        _pre_dp_module_transform(stage)  # (ZeroRedundancyOptimizer broadcasts plain tensors)
     optimizer = ZeroRedundancyOptimizer(stage.parameters(), torch.optim.AdamW, lr=1e-4,
                                         process_group=mesh["dp"].get_group())
 else:  # one group of DTensors, one of plain tensors (norms under TP): one foreach kernel each
@@ -164,6 +171,31 @@ def micro_batches(step):
     return [torch.randint(0, config.vocab_size, (args.micro_batch, args.seq + 1),
                           generator=torch.Generator().manual_seed(first_index + i)).to(device)
             for i in range(accumulation)]
+
+
+# DistributedDataParallel's default bucket_cap_mb (torch.nn.parallel.DistributedDataParallel).
+BUCKET_BYTES = 25 * 2**20
+
+
+def average_gradients():
+    """What DDP does at the last micro-batch, for a pipeline stage DDP cannot wrap: average the
+    gradients over dp, a flat bucket of at most BUCKET_BYTES per all-reduce."""
+    # The optimizer's parameters: after _pre_dp_module_transform, a forward leaves the stage's
+    # parameters as DTensor attributes built from them, which stage.parameters() omits.
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+             if p.grad is not None]
+    buckets, size = [[]], 0
+    for grad in grads:
+        if buckets[-1] and size + grad.nbytes > BUCKET_BYTES:
+            buckets.append([])
+            size = 0
+        buckets[-1].append(grad)
+        size += grad.nbytes
+    for bucket in buckets:
+        flat = torch.cat([g.flatten() for g in bucket])
+        dist.all_reduce(flat, op=dist.ReduceOp.AVG, group=mesh["dp"].get_group())
+        for grad, averaged in zip(bucket, flat.split([g.numel() for g in bucket])):
+            grad.copy_(averaged.view_as(grad))
 
 
 def sync_gradients(last_micro_batch):
@@ -191,7 +223,9 @@ def train_step(step):
             tokens = torch.cat(batches)
             inputs = (tokens[:, :-1],) if first else ()
             targets = dict(target=tokens[:, 1:], losses=losses) if last else {}
-            schedule.step(*inputs, **targets)
+            schedule.step(*inputs, **targets, return_outputs=False)  # no logits kept
+            if args.dp == "zero1" and dp > 1:
+                average_gradients()
         else:
             for i, tokens in enumerate(batches):
                 with sync_gradients(i == accumulation - 1):

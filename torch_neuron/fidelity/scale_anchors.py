@@ -10,8 +10,11 @@ differently from AWS's (the examples' flags are used as they are, never tuned to
 Every row of the trn1 decoder latency table is an anchor: the Llama-3, Llama-2, Mistral and
 CodeLlama rows with bf16 weights count, the three Llama-3-8B rows are excluded (their weights
 are stored as int8, which the examples cannot do) and still predicted. Not an anchor yet: the
-training table's Llama-3.1-70B row (TP=32 DP=4 PP=8 needs 8 running ranks, one per stage,
-each doing 256 micro-batches of 10 layers a step: not run on this 2-core machine yet)."""
+training table's Llama-3.1-70B row (TP=32 DP=4 PP=8 ZeRO-1, 256 micro-batches a step, as NxD's
+run_llama3_70B_tp_pp.sh runs it). The example runs that layout (one running rank per stage),
+but not in 16 GiB of HBM: PyTorch's pipeline stages allocate every micro-batch's receive
+buffers up front (16 MiB a micro-batch on a middle stage at this size), and the first stage
+peaks at 15.16 GiB with 16 micro-batches (13.91 GiB with 8); 32 already run out."""
 
 import functools
 

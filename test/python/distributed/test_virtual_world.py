@@ -133,14 +133,17 @@ def test_bad_virtual_world_arguments_are_refused(tmp_path, capsys, args, message
 
 
 @pytest.mark.extended
-def test_llama_example_runs_in_a_virtual_world_on_a_3d_mesh():
+@pytest.mark.parametrize("dp", ["fsdp", "zero1"])
+def test_llama_example_runs_in_a_virtual_world_on_a_3d_mesh(dp):
     """examples/llama_pretrain.py as docs/scale.md runs it, at tiny size: 8 ranks on 2
-    instances, a (pp 2, dp 2, tp 2) mesh with FSDP2, one running rank per pipeline stage."""
+    instances, a (pp 2, dp 2, tp 2) mesh with FSDP2 or ZeRO-1 (a stage's tensor-parallel
+    parameters made plain for ZeroRedundancyOptimizer, its gradients averaged after the
+    schedule), one running rank per pipeline stage."""
     example = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",
                            "llama_pretrain.py")
     out = launch("--nnodes", "2", "--nproc-per-node", "4", "--virtual", "--run-ranks", "0,4",
-                 example, "--size", "tiny", "--tp", "2", "--pp", "2", "--dp", "fsdp",
+                 example, "--size", "tiny", "--tp", "2", "--pp", "2", "--dp", dp,
                  "--global-batch", "8", "--micro-batch", "2", "--steps", "2")
-    assert "8 ranks = tp 2 x pp 2 x dp 2 (fsdp)" in out
+    assert f"8 ranks = tp 2 x pp 2 x dp 2 ({dp})" in out
     assert re.search(r"throughput: [\d.]+ sequences/s", out), out
     assert "8 ranks on 2 instances" in out and "ranks 0, 4 ran" in out

@@ -203,9 +203,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_memory_fraction", wrap_pybind_function([](int index) {
           return device_allocator().getMemoryFraction(index);
         }));
-  // torch.neuron.memory_snapshot: [(address, size, [(address, size, requested, allocated)])].
+  // torch.neuron.memory_snapshot:
+  // [(address, size, small_pool, [(address, size, requested, allocated)])].
   m.def("_memory_snapshot", wrap_pybind_function([](int index) {
-          std::vector<std::tuple<uintptr_t, size_t,
+          std::vector<std::tuple<uintptr_t, size_t, bool,
                                  std::vector<std::tuple<uintptr_t, size_t, size_t, bool>>>>
               out;
           for (const auto& segment : device_allocator().snapshot(index)) {
@@ -213,7 +214,8 @@ PYBIND11_MODULE(_C, m) {
             for (const auto& b : segment.blocks) {
               blocks.emplace_back(b.address, b.size, b.requested, b.allocated);
             }
-            out.emplace_back(segment.address, segment.size, std::move(blocks));
+            out.emplace_back(segment.address, segment.size, segment.small_pool,
+                             std::move(blocks));
           }
           return out;
         }));

@@ -390,12 +390,14 @@ std::vector<NeuronDeviceAllocator::SegmentInfo> NeuronDeviceAllocator::snapshot(
   std::lock_guard<trnsim::SpinLock> lock(state().mutex);
   std::vector<SegmentInfo> out;
   for (const auto& [address, head] : cache.segments) {
-    SegmentInfo segment{address, 0, {}};
+    SegmentInfo segment{address, 0, false, {}};
     for (const Block* b = head; b != nullptr; b = b->next) {
       segment.size += b->size;
       segment.blocks.push_back({reinterpret_cast<uintptr_t>(b->ptr), b->size,
                                 b->live ? b->requested : 0, b->live});
     }
+    // A segment is reserved for one request, so its size says which pool it serves.
+    segment.small_pool = segment.size <= kSmallSize;
     out.push_back(std::move(segment));
   }
   return out;

@@ -63,6 +63,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   struct SegmentInfo {
     uintptr_t address;
     size_t size;
+    bool small_pool;  // serves requests of up to 1 MiB (Note [Split blocks])
     std::vector<BlockInfo> blocks;
   };
   std::vector<SegmentInfo> snapshot(c10::DeviceIndex device);

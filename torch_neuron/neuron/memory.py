@@ -94,7 +94,7 @@ def memory_snapshot() -> list[dict[str, Any]]:
 
     segments = []
     for index in range(device_count() if is_initialized() else 0):
-        for address, size, blocks in _C._memory_snapshot(index):
+        for address, size, small_pool, blocks in _C._memory_snapshot(index):
             entries = [{"address": a, "size": n, "requested_size": requested,
                         "state": "active_allocated" if allocated else "inactive", "frames": []}
                        for a, n, requested, allocated in blocks]
@@ -103,7 +103,7 @@ def memory_snapshot() -> list[dict[str, Any]]:
                 "device": index, "address": address, "total_size": size,
                 "allocated_size": allocated, "active_size": allocated,
                 "requested_size": sum(b["requested_size"] for b in entries),
-                "stream": 0, "segment_type": "small" if size <= 1 << 20 else "large",
+                "stream": 0, "segment_type": "small" if small_pool else "large",
                 "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
                 "blocks": entries})
     return segments

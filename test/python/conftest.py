@@ -116,13 +116,13 @@ def loopback_env(env=None):
     return full_env
 
 
-def run_process_group(command, env=None, timeout=240):
+def run_process_group(command, env=None, timeout=240, cwd=None):
     """Runs `command` (a launcher and its ranks) in a session of its own; on timeout the whole
     session is killed, so no rank outlives the test. Returns the CompletedProcess."""
     import signal
 
     proc = subprocess.Popen(command, env=loopback_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

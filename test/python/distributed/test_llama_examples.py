@@ -116,6 +116,20 @@ def test_pretrain_tensor_parallel_matches_one_process(one_process, tensor_parall
     assert THROUGHPUT.search(out), out
 
 
+@pytest.mark.extended  # a one-process run and a 2-rank launch
+def test_sequence_parallel_micro_batches_of_one_sequence_match_one_process():
+    """A micro-batch of one sequence takes the other path of the sequence-parallel
+    projections (its shards moved as contiguous rows, llama_common._sequence_dim), the one the
+    fidelity suite's Llama runs take: the same losses as one process, as in the test above."""
+    options = ("--micro-batch", "1")
+    alone = run(PRETRAIN, *options)
+    out = run(PRETRAIN, "--tp", "2", "--sequence-parallel", "--coalesce-projections",
+              "--activation-checkpointing", "selective", *options, ranks=2)
+    torch.testing.assert_close(torch.tensor(losses(out), dtype=torch.float64),
+                               torch.tensor(losses(alone), dtype=torch.float64),
+                               rtol=5e-5, atol=0)
+
+
 @pytest.mark.extended  # three one-process runs, about 5 s each
 def test_pretrain_recomputation_and_coalescing_keep_the_losses(one_process):
     """--activation-checkpointing recomputes in the backward pass what the forward computed,

@@ -66,9 +66,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="also predict the compiled-measured anchors eagerly, side by side")
     parser.add_argument("--markdown", metavar="FILE",
                         help="write the table into FILE between its fidelity-table markers")
-    parser.add_argument("--timeout", type=float, default=runner.WORKER_TIMEOUT_S, metavar="S",
-                        help="seconds a worker (one instance's anchors) may take "
-                        f"(default {runner.WORKER_TIMEOUT_S})")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="seconds a worker (one instance's anchors) may take (default "
+                        f"{runner.WORKER_TIMEOUT_S}; a virtual Llama job's worker: what the job "
+                        "may take and a minute)")
     parser.add_argument("--list", action="store_true",
                         help="print the anchors (name, kind, status, measured) without running")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

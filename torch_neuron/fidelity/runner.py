@@ -9,8 +9,12 @@ import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
 
 WORKER_TIMEOUT_S = 900
+# An on-request anchor's worker waits for its virtual job, which scale_workloads bounds itself
+# (RUN_TIMEOUT_S): the worker's own bound leaves it a minute more.
+ON_REQUEST_MARGIN_S = 60
 
 
 def worker(instance: str, names: list[str], eager: bool) -> dict:
@@ -72,14 +76,20 @@ def _run_worker(instance: str, names: list[str], eager: bool, timeout: float) ->
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def predict(anchors, eager: bool = False, timeout: float = WORKER_TIMEOUT_S) -> dict:
-    """{anchor name: {"predicted", "bound", ["eager"], or "error"}} for the given anchors."""
+def predict(anchors, eager: bool = False, timeout: Optional[float] = None) -> dict:
+    """{anchor name: {"predicted", "bound", ["eager"], or "error"}} for the given anchors.
+    `timeout`: seconds each worker may take; by default WORKER_TIMEOUT_S, and for an
+    on-request anchor's worker what its virtual job may take plus ON_REQUEST_MARGIN_S."""
+    from torch_neuron.fidelity.scale_workloads import RUN_TIMEOUT_S
+
     groups: dict[tuple, list[str]] = {}
     for a in anchors:
-        groups.setdefault((not a.worker, a.instance, a.worker), []).append(a.name)
-    jobs = [(key[1], names) for key, names in sorted(groups.items())]  # long ones first
+        groups.setdefault((not a.worker, a.instance, a.worker, a.on_request), []).append(a.name)
+    jobs = [(key[1], names, timeout or (RUN_TIMEOUT_S + ON_REQUEST_MARGIN_S if key[3]
+                                        else WORKER_TIMEOUT_S))
+            for key, names in sorted(groups.items())]  # long ones first
     results = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for part in pool.map(lambda job: _run_worker(*job, eager, timeout), jobs):
+        for part in pool.map(lambda job: _run_worker(job[0], job[1], eager, job[2]), jobs):
             results.update(part)
     return results

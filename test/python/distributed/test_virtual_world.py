@@ -149,10 +149,10 @@ def test_llama_example_runs_in_a_virtual_world_on_a_3d_mesh(dp):
     assert "8 ranks on 2 instances" in out and "ranks 0, 4 ran" in out
 
 
-@pytest.mark.extended  # 4 running ranks of Llama-3.1-8B's widths, about 20 s
+@pytest.mark.extended  # 4 running ranks of Llama-3.1-8B's widths, about 10 s
 def test_the_documented_pipeline_command_runs_as_written():
     """docs/scale.md's pipeline command, word for word: 256 ranks, one running rank per stage
-    of 8 layers, ZeRO-1 over dp 8 (a stage not wrapped in DDP). Until 2026-12-06 it failed
+    of 2 layers, ZeRO-1 over dp 8 (a stage not wrapped in DDP). Until 2026-12-06 it failed
     (ZeRO-1 refused under a pipeline, and the default instance has 4 NeuronCores)."""
     repo = os.path.join(os.path.dirname(__file__), "..", "..", "..")
     doc = open(os.path.join(repo, "docs", "scale.md")).read()

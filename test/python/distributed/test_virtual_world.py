@@ -149,10 +149,10 @@ def test_llama_example_runs_in_a_virtual_world_on_a_3d_mesh(dp):
     assert "8 ranks on 2 instances" in out and "ranks 0, 4 ran" in out
 
 
-@pytest.mark.extended  # 4 running ranks of Llama-3.1-8B's widths, about 10 s
+@pytest.mark.extended  # 2 running ranks of Llama-3.1-8B's widths, about 10 s
 def test_the_documented_pipeline_command_runs_as_written():
     """docs/scale.md's pipeline command, word for word: 256 ranks, one running rank per stage
-    of 2 layers, ZeRO-1 over dp 8 (a stage not wrapped in DDP). Until 2026-12-06 it failed
+    of 2 layers, ZeRO-1 over dp 16 (a stage not wrapped in DDP). Until 2026-12-06 it failed
     (ZeRO-1 refused under a pipeline, and the default instance has 4 NeuronCores)."""
     repo = os.path.join(os.path.dirname(__file__), "..", "..", "..")
     doc = open(os.path.join(repo, "docs", "scale.md")).read()
@@ -161,6 +161,6 @@ def test_the_documented_pipeline_command_runs_as_written():
     assert command[:4] == ["python", "-m", "torch_neuron", "run"], command
     out = run_process_group([sys.executable, *command[1:]], timeout=TIMEOUT, cwd=repo)
     assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
-    assert "256 ranks = tp 8 x pp 4 x dp 8 (zero1)" in out.stdout, out.stdout
+    assert "256 ranks = tp 8 x pp 2 x dp 16 (zero1)" in out.stdout, out.stdout
     assert re.search(r"throughput: [\d.]+ sequences/s", out.stdout), out.stdout
-    assert "ranks 0, 64, 128, 192 ran" in out.stdout, out.stdout
+    assert "ranks 0, 128 ran" in out.stdout, out.stdout

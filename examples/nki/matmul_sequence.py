@@ -10,10 +10,12 @@ converts to, as the fidelity anchors do):
 1. `tiled`: for each 128 x 512 output tile, load one 128 x 128 lhsT tile and one 128 x 512 rhs
    tile per 128-row step of K, multiply into PSUM, copy the tile to SBUF and store it.
 2. `hoisted`: the lhsT tiles of a row of output tiles are loaded once, outside the N loop.
-3. `blocked_free`: blocks of TILES_M x TILES_N output tiles; each block loads its lhsT columns
-   and rhs columns once (one DMA per 128-row step of K and operand) and computes all its tiles.
+3. `blocked_free`: blocks of TILES_M x TILES_N output tiles; each block loads its lhsT and rhs
+   tiles once, still one DMA per tile, and computes all its tiles.
 4. `blocked`: blocked in K too, accumulating the partial results in SBUF, which frees enough
-   SBUF for larger M and N blocks, so each operand is loaded fewer times in larger DMAs.
+   SBUF for larger M and N blocks, so each operand is loaded fewer times, in DMAs of a whole
+   block's 128-row step of K: 2-4 KiB a partition instead of a tile's 256 B-1 KiB, which the
+   DMA engines move at several times the rate (the tutorial's "DMA efficiency" step).
 
 Run it: python examples/nki/matmul_sequence.py (prints each kernel's predicted time and the
 busiest engine; checks each against torch on the CPU).
@@ -101,14 +103,19 @@ def blocked_free(lhsT, rhs, tiles_m=2, tiles_n=2, result_dtype=nl.float32):
     result = nl.ndarray((M, N), dtype=result_dtype, buffer=nl.shared_hbm)
     for mb in nl.affine_range(M // BM):
         a = nl.ndarray((TILE_K, KT, BM), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for k in nl.affine_range(KT):
-            nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * TILE_K:(k + 1) * TILE_K,
-                                                   mb * BM:(mb + 1) * BM])
+        for mt in nl.affine_range(tiles_m):
+            cols = slice(mt * TILE_M, (mt + 1) * TILE_M)
+            for k in nl.affine_range(KT):
+                nisa.dma_copy(dst=a[:, k, cols], src=lhsT[k * TILE_K:(k + 1) * TILE_K,
+                                                          mb * BM + cols.start:mb * BM + cols.stop])
         for nb in nl.affine_range(N // BN):
             b = nl.ndarray((TILE_K, KT, BN), dtype=rhs.dtype, buffer=nl.sbuf)
-            for k in nl.affine_range(KT):
-                nisa.dma_copy(dst=b[:, k, :], src=rhs[k * TILE_K:(k + 1) * TILE_K,
-                                                      nb * BN:(nb + 1) * BN])
+            for nt in nl.affine_range(tiles_n):
+                cols = slice(nt * TILE_N, (nt + 1) * TILE_N)
+                for k in nl.affine_range(KT):
+                    nisa.dma_copy(dst=b[:, k, cols],
+                                  src=rhs[k * TILE_K:(k + 1) * TILE_K,
+                                          nb * BN + cols.start:nb * BN + cols.stop])
             _block_tiles(a, b, result, mb * BM, nb * BN, tiles_m, tiles_n, KT)
     return result
 

@@ -31,7 +31,9 @@ MICROBENCHMARK = (f"{SAMPLES}@8b2e521 torch-neuronx/microbenchmark/microbenchmar
                   "(output: 1000 timed calls in 27.6601 s; batch 1, 1024x1024, loop 1000, bias, "
                   "default compiler flags; 'Trn1/Inf2', both NeuronCore-v2)")
 # The tutorial's kernels, written from its description (examples/nki/matmul_sequence.py), with
-# its block sizes: 2 x 2 tiles for "block free dims", 16 x 2 x 8 for the final kernel.
+# its block sizes: 2 x 2 tiles for "block free dims", 16 x 2 x 8 for the final kernel; and its
+# DMA sizes (the DMA rate depends on them): one tile per DMA in the first three, a block's
+# 128-row step of K per DMA in the final one.
 MATMUL_STEPS = {"": ("blocked", dict(tiles_m=16, tiles_n=2, tiles_k=8)),
                 "-original-tiled": ("tiled", {}), "-optimization-1": ("hoisted", {}),
                 "-optimization-2": ("blocked_free", dict(tiles_m=2, tiles_n=2))}

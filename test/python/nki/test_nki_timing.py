@@ -4,10 +4,12 @@ scheduling, profiles and traces, and kernels charged to a neuron stream.
 
 Hand-computation facts: Trainium2 engine clocks TensorE 2.4 GHz, VectorE 0.96 GHz, ScalarE 1.2
 GHz, GpSimdE 1.2 GHz (trnsim instance.cpp, from the Trn2 architecture page); MIN_II = 64 cycles;
-a dma_copy costs 1300 ns (DMA bandwidth guide) plus (bytes + 256 B per descriptor) at one
-physical Trainium2 core's stream bandwidth, min(16 x 23 B/ns, 2900 / 8 GB/s) = 362.5 B/ns."""
+a dma_copy costs 1300 ns (DMA bandwidth guide) plus its bytes over the plotted DMA efficiency
+at its bytes per descriptor (trnsim Note [DMA payload efficiency]) at one physical Trainium2
+core's stream bandwidth, min(16 x 23 B/ns, 2900 / 8 GB/s) = 362.5 B/ns."""
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -76,8 +78,11 @@ def test_instruction_durations_equal_the_published_formulas():
     for i, ns in expected.items():
         assert duration_ns(p, i) == pytest.approx(ns, rel=1e-9), (i, names[i])
     attrs = dict(p.records[10].attrs)
-    dma_ns = 1300 + (attrs["bytes"] + 256 * attrs["descriptors"]) / 362.5
-    assert attrs["bytes"] == 128 * 1000 * 4
+    # 4000 B a descriptor: between the 2 KiB (0.816) and 4 KiB (0.966) points of trnsim's Note
+    # [DMA payload efficiency], linear in log2 of the size.
+    assert attrs["bytes"] == 128 * 1000 * 4 and attrs["descriptors"] == 128
+    fraction = 0.816 + math.log2(4000 / 2048) * (0.966 - 0.816)
+    dma_ns = 1300 + round(attrs["bytes"] / fraction) / 362.5
     assert duration_ns(p, 10) == pytest.approx(dma_ns, rel=1e-9)
     assert p.instructions == {"TensorE": 2, "VectorE": 6, "ScalarE": 2, "GpSimdE": 0,
                               "DMA": 1}

@@ -3,6 +3,8 @@
 #include "trnsim/isa_cost.h"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <string>
 
 #include "trnsim/error.h"
@@ -125,8 +127,26 @@ double isa_duration_ns(const InstanceSpec& instance, const IsaInstruction& ins) 
   return isa_cycles(ins) / engine_ghz(instance, ins.engine);
 }
 
+double dma_payload_efficiency(double descriptor_bytes) {
+  if (!(descriptor_bytes > 0)) throw Error("a DMA descriptor moves at least one byte");
+  const auto& curve = kDmaPayloadCurve;
+  const size_t n = std::size(curve);
+  if (descriptor_bytes <= curve[0].bytes) {
+    return curve[0].fraction * descriptor_bytes / curve[0].bytes;  // a fixed time per descriptor
+  }
+  if (descriptor_bytes >= curve[n - 1].bytes) return curve[n - 1].fraction;
+  size_t i = 1;
+  while (curve[i].bytes < descriptor_bytes) ++i;
+  const double t = std::log2(descriptor_bytes / curve[i - 1].bytes) /
+                   std::log2(curve[i].bytes / curve[i - 1].bytes);
+  return curve[i - 1].fraction + t * (curve[i].fraction - curve[i - 1].fraction);
+}
+
 uint64_t isa_dma_bytes(const IsaInstruction& ins) {
-  return ins.bytes + ins.descriptors * kDmaDescriptorOverheadBytes;
+  if (ins.bytes == 0 || ins.descriptors == 0) return ins.bytes;
+  const double bytes = static_cast<double>(ins.bytes);
+  const double per_descriptor = bytes / static_cast<double>(ins.descriptors);
+  return static_cast<uint64_t>(std::llround(bytes / dma_payload_efficiency(per_descriptor)));
 }
 
 }  // namespace trnsim

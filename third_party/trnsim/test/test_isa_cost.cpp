@@ -3,6 +3,8 @@
 // critical path.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "trnsim/trnsim.h"
 
 namespace trnsim {
@@ -83,6 +85,30 @@ TEST(IsaCost, StreamingFormulas) {
   EXPECT_THROW(isa_cycles(isa(IsaKind::Activation, Engine::Vector, 128, 8)), Error);
 }
 
+TEST(IsaCost, DmaPayloadEfficiencyFollowsThePlottedCurve) {
+  // The plotted points themselves.
+  EXPECT_DOUBLE_EQ(dma_payload_efficiency(256), 0.104);
+  EXPECT_DOUBLE_EQ(dma_payload_efficiency(4096), 0.966);
+  // Between points, linear in log2 of the size: 1.5 KiB is 0.585 of the way from 1 to 2 KiB.
+  const double t = std::log2(1.5);
+  EXPECT_NEAR(dma_payload_efficiency(1536), 0.423 + t * (0.816 - 0.423), 1e-12);
+  // Below 32 B a descriptor takes the time of a 32 B one; past 32 KiB the peak.
+  EXPECT_DOUBLE_EQ(dma_payload_efficiency(8), 0.016 / 4);
+  EXPECT_DOUBLE_EQ(dma_payload_efficiency(1 << 20), 1.0);
+  // It rises with the payload everywhere.
+  for (double b = 1; b < 65536; b *= 1.1) {
+    EXPECT_LE(dma_payload_efficiency(b), dma_payload_efficiency(b * 1.1));
+  }
+  EXPECT_THROW(dma_payload_efficiency(0), Error);
+  // A dma_copy costs its bytes over the fraction at its bytes per descriptor.
+  IsaInstruction dma = isa(IsaKind::DmaCopy, Engine::Dma, 128, 512);
+  dma.bytes = 128 * 1024;
+  dma.descriptors = 128;
+  EXPECT_EQ(isa_dma_bytes(dma), static_cast<uint64_t>(std::llround(128 * 1024 / 0.423)));
+  dma.descriptors = 0;
+  EXPECT_EQ(isa_dma_bytes(dma), 128u * 1024);
+}
+
 KernelInstruction kernel_ins(IsaInstruction i, std::vector<KernelRegion> reads,
                              std::vector<KernelRegion> writes, int queue = 0) {
   KernelInstruction k;
@@ -133,7 +159,8 @@ TEST(KernelSchedule, DmaPaysItsLatencyThenItsBytes) {
                  {sbuf(0, 128, 4096, 6144)}),
   };
   const KernelTiming t = schedule_kernel(core, 16, 1, prog);
-  const double dma_ns = 1300 + (128 * 2048 + 128 * 256) / 362.5;
+  // 2 KiB a descriptor: 0.816 of the peak (Note [DMA payload efficiency]).
+  const double dma_ns = 1300 + std::llround(128 * 2048 / 0.816) / 362.5;
   EXPECT_NEAR(t.times[0].end_ns, dma_ns, 1e-6);
   EXPECT_NEAR(t.times[1].start_ns, dma_ns, 1e-6);
   EXPECT_NEAR(t.makespan_ns, dma_ns + 512 / 0.96, 1e-6);

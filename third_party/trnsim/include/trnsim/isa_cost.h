@@ -26,11 +26,23 @@
 //
 // A dma_copy pays, per instruction, the DMA's fixed "descriptor setup, synchronization, and
 // semaphore-to-start latency (~1300 ns cross-engine)" (nki/deep-dives/nki-dma-bandwidth-guide.rst),
-// then moves its bytes through the core's HBM stream bandwidth (schedule.h). Each descriptor
-// (a run contiguous on both sides) also costs kDmaDescriptorOverheadBytes of that bandwidth:
-// an assumption reproducing the guide's curve only qualitatively (a 256 B run at half the peak,
-// 2 KiB at about 90%, 4 KiB at 94%: "< 256 B severely overhead-bound", ">= 2 KiB approaches
-// peak", ">= 4 KiB fully amortizes").
+// then moves its bytes through the core's HBM stream bandwidth (schedule.h) at the efficiency
+// its descriptors allow (Note [DMA payload efficiency]).
+//
+// Note [DMA payload efficiency]
+// Small DMA payloads keep the engines busy with per-packet work: "the DMA packet rate---not HBM
+// bandwidth---becomes the limiting factor" (DMA bandwidth guide). AWS plots the throughput of
+// 128-partition transfers against their bytes per partition, 32 B to 32 KiB
+// (nki/get-started/about/nki-dma-overview.rst, figure nki-dma-intro-1.jpg, "DMA Throughput
+// varying Bytes per Partition for p_dim = 128"; "at 4096 free bytes, we are able to nearly
+// saturate DMA bandwidth"). The plot has no numbers on its throughput axis, so kDmaPayloadCurve
+// holds each point as a fraction of the 32 KiB point, read off the plot's pixels (within about
+// 0.3% of that point): throughput roughly doubles with the payload up to 1 KiB (a fixed time per
+// descriptor) and flattens past 4 KiB. A transfer occupies the bandwidth for its bytes over the
+// fraction at its descriptor size (its bytes over its descriptors: one run contiguous on both
+// sides, a partition's row for a [128, F] tile), interpolated linearly in log2 of the size,
+// proportional below 32 B, 1 above 32 KiB. Assumption: the fractions, plotted for one NeuronCore
+// generation the page does not name, hold for every generation's own peak.
 #pragma once
 
 #include <cstdint>
@@ -92,16 +104,27 @@ constexpr int64_t kIsaMinII = 64;
 constexpr int64_t kGpSimdStartCycles = 150;
 // The DMA fixed latency per transfer, ns (DMA bandwidth guide, "~1300 ns cross-engine").
 constexpr double kDmaFixedLatencyNs = 1300.0;
-// Assumption (Note [ISA instruction costs]): bandwidth each descriptor costs, in bytes.
-constexpr uint64_t kDmaDescriptorOverheadBytes = 256;
+// Note [DMA payload efficiency]: {bytes per descriptor, fraction of the peak throughput}.
+struct DmaPayloadPoint {
+  double bytes;
+  double fraction;
+};
+constexpr DmaPayloadPoint kDmaPayloadCurve[] = {
+    {32, 0.016},   {64, 0.028},   {128, 0.054},  {256, 0.104},   {512, 0.210},    {1024, 0.423},
+    {2048, 0.816}, {4096, 0.966}, {8192, 0.983}, {16384, 0.993}, {32768, 1.000},
+};
+// The fraction of the DMA engines' peak throughput a transfer with descriptors of
+// `descriptor_bytes` reaches (Note [DMA payload efficiency]). Throws trnsim::Error for a
+// descriptor of no bytes.
+double dma_payload_efficiency(double descriptor_bytes);
 
 // Engine cycles of a compute instruction (not DmaCopy). Throws trnsim::Error for an engine the
 // kind cannot run on.
 double isa_cycles(const IsaInstruction& instruction);
 // Its duration on `instance`'s engine clocks, ns.
 double isa_duration_ns(const InstanceSpec& instance, const IsaInstruction& instruction);
-// The bytes a dma_copy costs of the HBM stream bandwidth: its bytes plus its descriptors'
-// overhead.
+// The bytes a dma_copy costs of the HBM stream bandwidth: its bytes over its payload
+// efficiency (a dma_copy of no descriptors: its bytes).
 uint64_t isa_dma_bytes(const IsaInstruction& instruction);
 
 const char* isa_kind_name(IsaKind kind);

@@ -90,7 +90,8 @@ transformers.AttentionInterface.register(RECOMPUTED_ATTENTION, recomputed_attent
 AttentionMaskInterface.register(RECOMPUTED_ATTENTION, sdpa_mask)  # masks as for "sdpa"
 
 
-def llama_config(size, layers=None, tp=1, recompute_attention=False, positions=None):
+def llama_config(size, layers=None, tp=1, recompute_attention=False, positions=None,
+                 attention="sdpa"):
     """--layers N keeps the size's widths with N decoder layers (a quick look at a big model).
     Heads that do not split over the tensor-parallel ranks are padded to the next multiple of
     them, as NxD's pad_model does (aws-neuron-sdk libraries/neuronx-distributed/api_guide.rst,
@@ -102,9 +103,14 @@ def llama_config(size, layers=None, tp=1, recompute_attention=False, positions=N
     The weights are random, so padded heads and copies are not zero or tied: shapes and costs
     are the padded, replicated model's. With `recompute_attention`, attention is checkpointed
     (recomputed_attention). `positions` replaces the config's maximum positions (rotary
-    embeddings extend to any position)."""
+    embeddings extend to any position). `attention` is Hugging Face's attention implementation:
+    "sdpa" (one fused op, flash attention on Neuron: the scores stay on chip) or "eager"
+    (matmul, softmax and matmul as separate ops: every head's scores go through HBM)."""
+    if attention not in ("sdpa", "eager") or (recompute_attention and attention != "sdpa"):
+        raise ValueError(f"attention {attention!r}: choose 'sdpa' or 'eager' (recomputed "
+                         "attention is sdpa)")
     config = dict(SIZES[size],
-                  attn_implementation=RECOMPUTED_ATTENTION if recompute_attention else "sdpa")
+                  attn_implementation=RECOMPUTED_ATTENTION if recompute_attention else attention)
     if layers is not None:
         config["num_hidden_layers"] = layers
     if positions is not None:

@@ -12,7 +12,9 @@ tokens never steer the loop, so it runs the same in predict-only mode (TORCH_NEU
 The KV cache is a StaticCache of prompt + new tokens, as Neuron serves models: fixed-shape
 graphs over a preallocated cache (NxD Inference), so --compile compiles one prefill and one
 decode graph. Times are neuron events (simulated Trainium time) of a second generation, after a
-warm-up one.
+warm-up one. Attention is one fused op (--attention sdpa, flash attention, as NxD Inference
+runs it); --attention eager runs Hugging Face's matmul, softmax and matmul, whose scores go
+through HBM, as attention ran on Neuron before its flash attention kernels (Neuron 2.19).
 """
 
 import time
@@ -33,9 +35,13 @@ parser.add_argument("--new-tokens", type=int, default=8)
 parser.add_argument("--compile", action="store_true")
 parser.add_argument("--positions", type=int, help="the model's maximum positions, where the "
                     "size's config has fewer than a run needs (rotary embeddings extend)")
+parser.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa",
+                    help="sdpa: one fused attention op (flash attention); eager: matmul, "
+                    "softmax, matmul, the scores through HBM")
 args = parser.parse_args()
 
-config = common.llama_config(args.size, args.layers, args.tp, positions=args.positions)
+config = common.llama_config(args.size, args.layers, args.tp, positions=args.positions,
+                             attention=args.attention)
 common.check_tensor_parallel(config, args.tp)
 mesh, rank, world, dp = common.start(args.tp, 1)
 if dp != 1:

@@ -88,14 +88,15 @@ def _training(name, size, nodes, tp, pp, seq_per_s, topology, run_ranks, on_requ
 
 
 def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note,
-             on_request=True, positions=None, **status):
+             on_request=True, positions=None, attention="sdpa", **status):
     # Compiled, as AWS measured it (a prefill and a decode graph): 2-3 minutes of wall time
     # for the 70B model on the 2-core machine lightly loaded, against 10-25 s eager.
     run = ("llama_generate.py", 1, nproc, instance, "0",
            ("--size", size, "--tp", str(tp), "--prompt-len", str(prompt), "--new-tokens", "4",
-            "--compile") + (("--positions", str(positions)) if positions else ()))
+            "--compile", "--attention", attention)
+           + (("--positions", str(positions)) if positions else ()))
     workload = (f"examples/llama_generate.py {size} virtual, TP {tp} on {instance}, prompt "
-                f"{prompt} tokens, compiled")
+                f"{prompt} tokens, compiled, {attention} attention")
     worker = f"{size}-tp{tp}-{instance}-prompt{prompt}"  # rows of the same run share it
     kw = dict(note=f"{note}; the example differs: {INFERENCE_DIFFERENCES}", worker=worker,
               on_request=on_request, measured_as="compiled", **status)
@@ -115,6 +116,13 @@ TRN1_SIZES = {"Llama-3-8B": "llama3-8b", "Llama-3-70B": "70b", "Llama-2-7b": "ll
 PADDED_HEADS = ("Llama-2-13b", "CodeLlama-13b-hf")
 INT8_WEIGHTS = ("weights stored as int8 (the table's Weight Storage Data Type), which halves "
                 "the bytes a decode step reads; the example stores bf16")
+# The table's rows are Neuron 2.18. Transformers NeuronX gained its flash attention kernel in
+# 2.19 (aws-neuron-sdk@81ce03ae release-notes/prev/rn.rst, "Neuron 2.19.0 (07/03/2024)": "Flash
+# Attention kernel support in the Transformers NeuronX library enables LLM inference for
+# context lengths of up to 32k"), so these rows ran attention as its matmuls and softmax, the
+# scores of every head through HBM: the example's --attention eager.
+TNX_218_ATTENTION = ("attention as matmul, softmax and matmul (--attention eager): "
+                     "Transformers NeuronX had no flash attention kernel before Neuron 2.19")
 
 
 def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None):
@@ -122,14 +130,14 @@ def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None):
     source = TRN1_LATENCY.format(model=model, seq=seq, inp=inp, out=out, weights=weights,
                                  release=release, ttft=ttft, tpot=tpot)
     note = (f"AWS's KV cache holds {seq} positions and TPOT is the mean over {out} output "
-            "tokens; rows with the same input length share one run")
+            f"tokens; rows with the same input length share one run; {TNX_218_ATTENTION}")
     if model in PADDED_HEADS:
         note += "; 40 heads padded to 64 over TP 32, as NxD's pad_model pads them"
     if positions:
         note += f"; the model's positions raised to the row's {positions} (its config has fewer)"
     status = dict(status=EXCLUDED, reason=INT8_WEIGHTS) if weights == "int8" else {}
     return _latency(prefix, "trn1.32xlarge", 32, 32, TRN1_SIZES[model], inp, ttft, tpot, source,
-                    note=note, positions=positions, **status)
+                    note=note, positions=positions, attention="eager", **status)
 
 
 ANCHORS = (

@@ -199,6 +199,18 @@ def test_generate_tensor_parallel():
     assert sorted(r for r, _, _ in MEMORY.findall(out)) == ["0", "1"]
 
 
+@pytest.mark.extended  # two one-process runs, about 5 s each
+def test_generate_eager_attention_matches_sdpa_and_moves_the_scores():
+    """--attention eager (matmul, softmax, matmul) generates the tokens the fused attention
+    does, and its prefill takes longer: every head's 512 x 512 scores go through HBM."""
+    tokens = re.compile(r"^tokens: (.*)$", re.M)
+    fused = run(GENERATE, "--prompt-len", "512", "--positions", "520")
+    eager = run(GENERATE, "--prompt-len", "512", "--positions", "520", "--attention", "eager")
+    assert tokens.search(eager).group(1) == tokens.search(fused).group(1), (fused, eager)
+    first = [float(LATENCY.search(out).group(1)) for out in (fused, eager)]
+    assert first[1] > first[0], (fused, eager)
+
+
 @pytest.mark.extended  # about 5 s
 def test_generate_8b_predict_only():
     """Two of Llama-3.1-8B's layers at full width, predicted only: the peak HBM holds at least
@@ -242,6 +254,9 @@ def test_llama_configs_pad_heads_that_do_not_split_over_tp():
     alone = common.llama_config("llama2-13b")
     assert (alone.num_attention_heads, alone.num_key_value_heads) == (40, 40)
     assert common.llama_config("llama2-13b", positions=16384).max_position_embeddings == 16384
+    assert common.llama_config("tiny", attention="eager")._attn_implementation == "eager"
+    with pytest.raises(ValueError, match="choose 'sdpa' or 'eager'"):
+        common.llama_config("tiny", attention="flash")
 
 
 @pytest.mark.extended  # a virtual world of 32 ranks, one running; about 15 s

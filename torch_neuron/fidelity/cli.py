@@ -5,6 +5,7 @@ Exit status: 0 when every goal is met, 1 when one is not (or a workload failed),
 usage."""
 
 import argparse
+import fnmatch
 import json
 import re
 import sys
@@ -24,13 +25,13 @@ def select(kind: Optional[str], names: Optional[list[str]], everything: bool = F
     chosen = [a for a in ANCHORS if (kind is None or a.kind == kind)
               and (everything or kind or names or not a.on_request)]
     if names:
-        known = {a.name for a in ANCHORS}
-        unknown = [n for n in names if n not in known]
+        # A name is a shell-style pattern too ("llama-2-*-trn1-*"); each must match an anchor.
+        unknown = [n for n in names if not any(fnmatch.fnmatchcase(a.name, n) for a in ANCHORS)]
         if unknown:
             print(f"python -m torch_neuron fidelity: unknown anchor {unknown[0]!r} (--list "
                   "prints the names)", file=sys.stderr)
             raise SystemExit(2)
-        chosen = [a for a in chosen if a.name in names]
+        chosen = [a for a in chosen if any(fnmatch.fnmatchcase(a.name, n) for n in names)]
     return chosen
 
 
@@ -58,7 +59,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--kind", choices=KINDS, help="only the anchors of this kind (with "
                         "scale: also the virtual Llama jobs that run only on request)")
     parser.add_argument("--anchor", action="append", metavar="NAME",
-                        help="only this anchor (repeatable)")
+                        help="only this anchor (repeatable; a shell-style pattern such as "
+                        "'llama-2-*' names every anchor it matches)")
     parser.add_argument("--all", action="store_true",
                         help="also the anchors that run only on request (the virtual Llama "
                         "jobs of --kind scale; minutes each); --markdown wants every row")

@@ -144,8 +144,19 @@ def test_the_doc_table_lists_every_anchor():
         assert row[1:5] == [a.kind, a.status, a.instance, report.fmt(a.measured, a.unit)], row
 
 
+def test_anchor_names_are_patterns_too():
+    """--anchor takes names and shell-style patterns; the on-request rows they name run."""
+    chosen = cli.select(None, ["*-trn1-tp32-in128-out128-*", "matmul-bf16-4096x8192x8192"])
+    assert [a.name for a in chosen] == [
+        "matmul-bf16-4096x8192x8192",
+        "llama-3-70b-trn1-tp32-in128-out128-ttft", "llama-3-70b-trn1-tp32-in128-out128-tpot",
+        "llama-2-70b-trn1-tp32-in128-out128-ttft", "llama-2-70b-trn1-tp32-in128-out128-tpot"]
+    assert len(cli.select("op", ["*"])) == len([a for a in ANCHORS if a.kind == "op"])
+
+
 @pytest.mark.parametrize("args, message", [
     (["--bogus"], "--bogus"), (["--anchor", "nope"], "unknown anchor 'nope'"),
+    (["--anchor", "llama-*", "--anchor", "nope-*"], "unknown anchor 'nope-*'"),
     (["--kind", "nope"], "invalid choice")])
 def test_bad_usage_is_named(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

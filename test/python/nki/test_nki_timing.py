@@ -232,6 +232,33 @@ def test_matmul_sequence_gets_faster_and_turns_tensor_bound():
 
 
 @nki.jit(platform_target="trn2")
+def _load_columns(x, width):
+    """Loads x [128, N] float32 in [128, width] tiles: rows of width x 4 bytes a partition."""
+    out = nl.ndarray((128, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    for j in nl.affine_range(x.shape[1] // width):
+        t = nl.ndarray((128, width), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[:, j * width:(j + 1) * width])
+    done = nl.ndarray((128, 1), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=done, value=0.0)
+    nisa.dma_copy(dst=out, src=done)
+    return out
+
+
+@pytest.mark.parametrize("width, fraction", [(64, 0.104), (512, 0.816)])
+def test_small_dma_rows_move_at_the_plotted_fraction_of_the_peak(width, fraction):
+    """The same 4 MiB loaded in rows of 256 B or 2 KiB a partition: AWS's DMA overview plots
+    0.104 and 0.816 of the peak for them (trnsim Note [DMA payload efficiency]), so the bytes
+    take at least their time at that fraction of one core's 362.5 B/ns, and at most that plus
+    each queue's fixed 1300 ns per transfer and the final store. A 256 B row costs 7.8x a
+    2 KiB row's time per byte (a per-descriptor overhead of 256 B would make it 1.8x)."""
+    x = np.zeros((128, 8192), np.float32)
+    p = nki.profile(_load_columns, x, width)
+    loads = 8192 // width
+    floor_us = x.nbytes / (fraction * 362.5) / 1e3
+    assert floor_us <= p.time_us <= floor_us + (-(-loads // 16) * 1300 + 4000) / 1e3, p.time_us
+
+
+@nki.jit(platform_target="trn2")
 def _rows_add(a, b):
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     rows = a.shape[0] // nl.num_programs(0)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -98,12 +99,37 @@ def _restore_neuron_state():
 DISTRIBUTED_DIR = os.path.join(os.path.dirname(__file__), "distributed", "workers")
 
 
+_PORTS_GIVEN = set()
+_PORT_LOCK = threading.Lock()
+PORT_BLOCK = 1500  # ports a pytest-xdist worker draws from
+
+
 def free_loopback_port():
+    """A loopback port for a launch's store that no other launch of this test session gets.
+    bind(("127.0.0.1", 0)) alone can hand two launches started at once (threads of one test,
+    or two xdist workers) the same port, since each probe closes its socket before the store
+    binds it, and ranks of one world could then meet the other's store. So ports come from
+    below Linux's ephemeral range (32768-60999, where bind(0) and outgoing connections draw),
+    from a block of their own for each xdist worker, never twice in one process, and free when
+    probed."""
+    import random
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    low = 20000 + (int(worker) % 8 if worker.isdigit() else 0) * PORT_BLOCK
+    with _PORT_LOCK:
+        for _ in range(PORT_BLOCK):
+            port = random.randrange(low, low + PORT_BLOCK)
+            if port in _PORTS_GIVEN:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError(f"no free loopback port in {low}-{low + PORT_BLOCK - 1}")
 
 
 def loopback_env(env=None):

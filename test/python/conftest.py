@@ -218,7 +218,18 @@ def run_ranks(script, world, args=(), env=None, timeout=120, ranks=None):
             stdout, stderr = proc.communicate(timeout=timeout)
             results.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"ranks of {script} still running after {timeout} s")
+        # Every rank's last words, so that a hang says which rank waited on what.
+        tails = []
+        for rank, proc in zip(range(world) if ranks is None else ranks, procs):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            stdout, stderr = proc.communicate()
+            tails.append(f"rank {rank} (exit {proc.returncode}):\n{(stdout or '')[-1500:]}"
+                         f"\n{(stderr or '')[-1500:]}")
+        raise AssertionError(f"ranks of {script} still running after {timeout} s\n"
+                             + "\n".join(tails)) from None
     finally:
         for proc in procs:
             try:

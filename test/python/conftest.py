@@ -204,14 +204,23 @@ def run_ranks(script, world, args=(), env=None, timeout=120, ranks=None):
 
     path = os.path.join(DISTRIBUTED_DIR, script)
     port = free_loopback_port()
+    started = list(range(world) if ranks is None else ranks)
     procs = []
-    for rank in (range(world) if ranks is None else ranks):
+    for rank in started:
         rank_env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
                     "LOCAL_WORLD_SIZE": str(world), "MASTER_PORT": str(port)}
         rank_env.update(env or {})
         procs.append(subprocess.Popen([sys.executable, path, *args], env=loopback_env(rank_env),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True))
+
+    def kill_all():
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     results = []
     try:
         for proc in procs:
@@ -219,23 +228,16 @@ def run_ranks(script, world, args=(), env=None, timeout=120, ranks=None):
             results.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
     except subprocess.TimeoutExpired:
         # Every rank's last words, so that a hang says which rank waited on what.
+        kill_all()
         tails = []
-        for rank, proc in zip(range(world) if ranks is None else ranks, procs):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        for rank, proc in zip(started, procs):
             stdout, stderr = proc.communicate()
             tails.append(f"rank {rank} (exit {proc.returncode}):\n{(stdout or '')[-1500:]}"
                          f"\n{(stderr or '')[-1500:]}")
         raise AssertionError(f"ranks of {script} still running after {timeout} s\n"
                              + "\n".join(tails)) from None
     finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all()
     return results
 
 

@@ -28,10 +28,12 @@ import torch_neuron.nki.isa as nisa
 import torch_neuron.nki.language as nl
 
 
-def _broadcast_rows(vector, P):
-    """A [hidden] HBM vector loaded once and broadcast to P partitions (nl.broadcast_to)."""
-    row = nl.load(vector.reshape((1, vector.shape[0])))
-    return nl.broadcast_to(row, (P, vector.shape[0]))
+def _broadcast_rows(vectors, P):
+    """[hidden] HBM vectors loaded once and broadcast to P partitions (nl.broadcast_to); the
+    rows are loaded first, so that once dropped they leave one hole, not one between the
+    broadcasts."""
+    rows = [nl.load(v.reshape((1, v.shape[0]))) for v in vectors]
+    return [nl.broadcast_to(row, (P, row.shape[1])) for row in rows]
 
 
 @nki.jit
@@ -39,7 +41,7 @@ def layernorm_v1(x, gamma, beta, eps=1e-5):
     rows, hidden = x.shape
     P = nl.tile_size.pmax
     out = nl.ndarray((rows, hidden), dtype=x.dtype, buffer=nl.shared_hbm)
-    g, b = _broadcast_rows(gamma, P), _broadcast_rows(beta, P)
+    g, b = _broadcast_rows((gamma, beta), P)
     for i in nl.affine_range((rows + P - 1) // P):
         r0 = i * P
         n = min(P, rows - r0)
@@ -47,10 +49,13 @@ def layernorm_v1(x, gamma, beta, eps=1e-5):
         mean = nl.mean(xt, axis=1, keepdims=True)
         mean_sq = nl.mean(nl.square(xt), axis=1, keepdims=True)
         rstd = nl.rsqrt(nl.add(nl.subtract(mean_sq, nl.multiply(mean, mean)), eps))
-        # One expression, as the tutorial writes it: each full-width temporary is dropped once
-        # the next pass has read it, so at most two are live besides the input (a [128, 8192]
-        # float32 tile takes a sixth of an SBUF partition).
-        y = nl.add(nl.multiply(nl.multiply(nl.subtract(xt, mean), rstd), g[0:n]), b[0:n])
+        # The tutorial's passes, each a new tile; rebinding drops the one it read, so at most
+        # two full-width tiles are live besides gamma and beta (a [128, 8192] float32 tile
+        # takes a sixth of an SBUF partition).
+        xt = nl.subtract(xt, mean)
+        xt = nl.multiply(xt, rstd)
+        xt = nl.multiply(xt, g[0:n])
+        y = nl.add(xt, b[0:n])
         nl.store(out[r0:r0 + n], y)
     return out
 
@@ -62,7 +67,7 @@ def layernorm_v2(x, gamma, beta, eps=1e-5):
     fmax = nl.tile_size.bn_stats_fmax
     chunks = (hidden + fmax - 1) // fmax
     out = nl.ndarray((rows, hidden), dtype=x.dtype, buffer=nl.shared_hbm)
-    g, b = _broadcast_rows(gamma, P), _broadcast_rows(beta, P)
+    g, b = _broadcast_rows((gamma, beta), P)
     for i in nl.affine_range((rows + P - 1) // P):
         r0 = i * P
         n = min(P, rows - r0)

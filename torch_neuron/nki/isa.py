@@ -84,7 +84,7 @@ def memset(dst, value, engine=engine.unknown, name=None):
 
 # -- Tensor Engine -------------------------------------------------------------------------------
 
-_MATMUL_DTYPES = {"float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32", "float32"}
+MATMUL_DTYPES = {"float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32", "float32"}
 _FP8 = {"float8_e4m3", "float8_e5m2", "float8_e4m3fn"}
 
 
@@ -99,7 +99,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     perf = matmul_perf_mode(perf_mode.value if isinstance(perf_mode, enum.Enum) else perf_mode)
 
     # dtypes ("Data types" section)
-    allowed = _MATMUL_DTYPES | ({"float8_e4m3fn"} if t.nc_version >= 4 else set())
+    allowed = MATMUL_DTYPES | ({"float8_e4m3fn"} if t.nc_version >= 4 else set())
     for role, x in (("stationary", stationary), ("moving", moving)):
         if x.dtype not in allowed:
             raise ins.error(DtypeError, f"{role} is {x.dtype}; TensorE takes "

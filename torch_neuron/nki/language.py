@@ -300,39 +300,64 @@ def matmul(x, y, transpose_x=False) -> NkiTensor:
 
 
 def broadcast_to(x, shape, dtype=None) -> NkiTensor:
-    """numpy-style broadcast of a tile into a new SBUF tile. Free dims: a copy of a broadcast
-    view (VectorE). The partition dim (1 -> P): a TensorE matmul of a [1, P] ones stationary
-    with the row as moving, 512 columns per PSUM bank, as the architecture guide's "Tensor
-    Engine alternative use" broadcasts across partitions (assumption: the compiler's choice of
-    instructions is not documented)."""
+    """numpy-style broadcast of a tile into a new tile. Free dims: a VectorE copy of a
+    broadcast view, in SBUF. The partition dim (1 -> P): TensorE multiplies a [1, P] ones
+    stationary by the row as moving, the matmul the architecture guide's "Partition Broadcast"
+    says NKI invokes for broadcast_to (aws-neuron-sdk nki/guides/architecture/
+    trainium_inferentia2_arch.rst). TensorE writes PSUM, so a float32 result that fits one PSUM
+    bank (nl.tile_size.psum_bank_fmax) is that PSUM tile, read in place by the instruction that
+    uses it (a tensor_tensor with one PSUM input costs N, not 2N: ISA stub); a wider one or
+    another dtype is copied out bank by bank into an SBUF tile. The ones are a constant of
+    the kernel, set once (the guide's "compile-time constant matrix")."""
     shape = tuple(int(s) for s in shape)
     if len(shape) != x.ndim or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
         raise _ShapeError(f"nl.broadcast_to: {x.shape} cannot broadcast to {shape} (same rank; "
                           f"each dim equal or 1)")
-    if shape == x.shape and dtype in (None, x.dtype):
+    out_dtype = dtype or x.dtype
+    if shape == x.shape and out_dtype == x.dtype:
         return x
     src = x
     for dim in range(1, x.ndim):
         if x.shape[dim] != shape[dim]:
             src = src.broadcast(dim, shape[dim])
     if x.shape[0] == shape[0]:
-        out = ndarray(shape, dtype or x.dtype, buffer=sbuf)
+        out = ndarray(shape, out_dtype, buffer=sbuf)
         _isa.tensor_copy(dst=out, src=src)
         return out
-    # The temporaries first, so that once released they leave one hole before the result.
-    row = ndarray((1,) + shape[1:], float32, buffer=sbuf)
-    _isa.tensor_copy(dst=row, src=src)
-    ones = ndarray((1, shape[0]), float32, buffer=sbuf)
-    _isa.memset(dst=ones, value=1.0)
-    out = ndarray(shape, dtype or x.dtype, buffer=sbuf)
-    flat_row, flat_out = row.reshape((1, row.free_size)), out.reshape((shape[0], row.free_size))
     bank = tile_size.psum_bank_fmax
+    in_psum = out_dtype == float32 and src.free_size <= bank
+    row = src
+    if not in_psum or src is not x or x.buffer is not sbuf or x.dtype not in _isa.MATMUL_DTYPES:
+        row = ndarray((1,) + shape[1:], float32, buffer=sbuf)  # a TensorE operand in SBUF
+        _isa.tensor_copy(dst=row, src=src)
+    wide = row.dtype in (float32, tfloat32)
+    ones = _partition_ones(shape[0], float32 if wide else row.dtype)
+    flat_row = row.reshape((1, row.free_size))
+    if in_psum:
+        acc = ndarray(shape, float32, buffer=psum)
+        _isa.nc_matmul(dst=acc.reshape((shape[0], row.free_size)), stationary=ones,
+                       moving=flat_row)
+        return acc
+    out = ndarray(shape, out_dtype, buffer=sbuf)
+    flat_out = out.reshape((shape[0], row.free_size))
     for start in range(0, row.free_size, bank):
         n = builtins.min(bank, row.free_size - start)
         acc = ndarray((shape[0], n), float32, buffer=psum)
         _isa.nc_matmul(dst=acc, stationary=ones, moving=flat_row[:, start:start + n])
         _isa.tensor_copy(dst=flat_out[:, start:start + n], src=acc)
     return out
+
+
+def _partition_ones(partitions: int, dtype) -> NkiTensor:
+    """The [1, partitions] ones tile of `dtype` a partition broadcast multiplies by: set once
+    per program of the kernel and kept to its end (Note [Tile lifetimes], scopes.py)."""
+    run = _current_run("nl.broadcast_to")
+    ones = run.constants.get(("ones", partitions, dtype))
+    if ones is None:
+        ones = _allocate((1, partitions), dtype, sbuf, "ones", constant=True)
+        _isa.memset(dst=ones, value=1.0)
+        run.constants[("ones", partitions, dtype)] = ones
+    return ones
 
 
 # -- composite functions (the stub marks them experimental) --------------------------------------

@@ -120,6 +120,15 @@ class LoopScopes:
         if self.top is not None:
             self.top.storages.append(weakref.ref(storage))
 
+    def keep_to_end(self, storage) -> None:
+        """Gives `storage` to the kernel body's scope: it lives until the kernel ends (a
+        constant of the kernel, whatever loop first needed it)."""
+        body = self.top
+        while body is not None and body.parent is not None:
+            body = body.parent
+        if body is not None:
+            body.storages.append(weakref.ref(storage))
+
     # -- loops ---------------------------------------------------------------------------------
     def loop_start(self, frame, line: int) -> tuple:
         """The path of a loop starting in `frame` at `line`; names bound now belong outside it

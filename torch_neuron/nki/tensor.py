@@ -71,6 +71,7 @@ class _Allocator:
         self.space, self.capacity, self.bank = space, capacity, bank
         self.live: dict[int, tuple[int, int]] = {}  # buffer id -> (start, end)
         self.cursor = 0
+        self.constant_bytes = 0   # per partition, past the capacity (place_constant)
         self.in_use = 0   # bytes per partition of the live tiles
         self.peak = 0     # the most ever in use at once
 
@@ -87,6 +88,15 @@ class _Allocator:
             start = max(start, hi)
         start = self._fit(start, nbytes)
         return start if start + nbytes <= self.capacity else None
+
+    def place_constant(self, nbytes: int) -> int:
+        """An address for a constant of the kernel (language._partition_ones): past the end
+        of the kernel's bytes, in the compiler's constants (assumption: the compiler places
+        such constants, as it shares nl.shared_identity_matrix's, outside the kernel's tiles;
+        they are hundreds of bytes), so they take nothing from the kernel's capacity."""
+        start = self.capacity + self.constant_bytes
+        self.constant_bytes += nbytes
+        return start
 
     def allocate(self, buffer_id: int, nbytes: int, what: str) -> int:
         intervals = sorted(self.live.values())
@@ -142,6 +152,7 @@ class KernelRun:
         t = self.target
         self.program_id = program_id
         self._shared_seen = 0
+        self.constants: dict = {}   # the program's constant tiles (language._partition_ones)
         self.allocators = {
             "sbuf": _Allocator("sbuf", t.sbuf_partition_bytes),
             "psum": _Allocator("psum", t.psum_partition_bytes, bank=t.psum_bank_bytes),
@@ -193,7 +204,7 @@ def pop_run() -> None:
 
 class Storage:
     def __init__(self, shape, dt: dtypes.DType, buffer: MemoryRegion, name: str,
-                 data: Optional[np.ndarray] = None):
+                 data: Optional[np.ndarray] = None, constant: bool = False):
         self.dt, self.buffer, self.name = dt, buffer, name
         self.shape = tuple(shape)
         run = current_run("allocating a tensor")
@@ -226,10 +237,14 @@ class Storage:
         if buffer.on_chip:
             alloc = run.allocators[buffer.value]
             per_partition = math.prod(self.shape[1:]) * dt.itemsize
-            self.address = alloc.allocate(self.id, per_partition,
-                                          f"{name or 'tensor'} {self.shape} {dt.name}")
-            weakref.finalize(self, alloc.free, self.id)
-            run.scopes.adopt(self)
+            if constant:
+                self.address = alloc.place_constant(per_partition)
+                run.scopes.keep_to_end(self)
+            else:
+                self.address = alloc.allocate(self.id, per_partition,
+                                              f"{name or 'tensor'} {self.shape} {dt.name}")
+                weakref.finalize(self, alloc.free, self.id)
+                run.scopes.adopt(self)
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -241,7 +256,9 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     return shape
 
 
-def allocate(shape, dtype, buffer, name: str = "") -> "NkiTensor":
+def allocate(shape, dtype, buffer, name: str = "", constant: bool = False) -> "NkiTensor":
+    """A new tensor; `constant`: an on-chip constant of the program, kept until the kernel
+    ends (Note [Tile lifetimes]) and outside the kernel's capacity (_Allocator.place_constant)."""
     shape = _normalize_shape(shape)
     dt = dtypes.resolve(dtype)
     region = resolve_buffer(buffer)
@@ -266,7 +283,7 @@ def allocate(shape, dtype, buffer, name: str = "") -> "NkiTensor":
         storage = Storage(shape, dt, region, name)
         run._shared.append(storage)
         return NkiTensor(storage, storage.data, storage.written)
-    storage = Storage(shape, dt, region, name)
+    storage = Storage(shape, dt, region, name, constant=constant)
     return NkiTensor(storage, storage.data, storage.written)
 
 

@@ -510,6 +510,31 @@ def test_broadcast_to_free_and_partition_dims():
     assert [r.name for r in run.records].count("nc_matmul") == 2
 
 
+def test_partition_broadcast_is_one_matmul_read_in_place_from_psum():
+    # The architecture guide's partition broadcast: one nc_matmul of a ones constant by the
+    # row, its PSUM result used where it is; the ones are set once per kernel, not per call.
+    rows, x = rand(4, 512), rand(128, 512)
+
+    def kernel(r, a):
+        xt = load(a)
+        outs = []
+        for i in nl.affine_range(4):
+            row = load(r[i:i + 1])
+            wide = nl.broadcast_to(row, (128, 512))
+            assert wide.buffer is nl.psum and wide.dtype == nl.float32
+            y = nl.ndarray((128, 512), nl.float32)
+            nisa.tensor_tensor(dst=y, data1=xt, data2=wide, op=nl.multiply)
+            outs.append(store(y))
+        return tuple(outs)
+
+    run = nki.run(kernel, rows, x)
+    for i, out in enumerate(run.result):
+        np.testing.assert_array_equal(out, x * rows[i])
+    names = [r.name for r in run.records]
+    assert names.count("nc_matmul") == 4 and names.count("memset") == 1
+    assert names.count("tensor_copy") == 0  # no copy of the row, none out of PSUM
+
+
 def test_nki_typing_annotations_check_shapes():
     import torch_neuron.nki.typing as nt
 

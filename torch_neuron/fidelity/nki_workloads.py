@@ -47,3 +47,25 @@ def layernorm_tutorial_ms(version: str, rows: int, cols: int, mode: str) -> floa
     gamma = torch.empty(cols, device="neuron")
     beta = torch.empty(cols, device="neuron")
     return timed_ms(lambda: kernel(x, gamma, beta))
+
+
+def mamba_tutorial_ms(version: str, batch: int, channels: int, seq: int, states: int,
+                      mode: str, unless_spilled: bool = False):
+    """examples/nki/mamba.py's `mamba_<version>` on float32 inputs of the tutorial's layout:
+    delta and u [batch, channels, seq], A [channels, states], B and C [batch, states, seq].
+    unless_spilled: None when the kernel's tiles do not fit in SBUF (AWS's compiler spilled
+    them to HBM; the simulator does not, so it has no time for the kernel)."""
+    import torch
+
+    from torch_neuron.nki import CapacityError
+
+    kernel = getattr(example("mamba"), f"mamba_{version}")
+    shapes = ((batch, channels, seq), (batch, channels, seq), (channels, states),
+              (batch, states, seq), (batch, states, seq))
+    args = [torch.empty(s, device="neuron") for s in shapes]
+    try:
+        return timed_ms(lambda: kernel(*args))
+    except CapacityError:
+        if not unless_spilled:
+            raise
+        return None

@@ -72,7 +72,7 @@ def _row(a, result: dict, eager: bool) -> list[str]:
         cells += ["error", "-", "-"]
     else:
         flag = " <peak" if below_peak(a, result) else ""
-        cells += [fmt(result.get("predicted"), a.unit), f"{r:.2f}{flag}",
+        cells += [fmt(result.get("predicted"), a.unit), "-" if r is None else f"{r:.2f}{flag}",
                   fmt(result.get("bound"), a.unit)]
     if eager:
         e = result.get("eager")

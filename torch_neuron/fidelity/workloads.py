@@ -116,6 +116,12 @@ def layernorm_bound_ms(rows: int, cols: int) -> float:
     return bound_ms(0.0, 2.0 * 4 * rows * cols, "fp32")  # read x, write y (float32)
 
 
+def mamba_bound_ms(batch: int, channels: int, seq: int, states: int) -> float:
+    # read delta and u, write the output (float32); A, B and C once
+    return bound_ms(0.0, 4.0 * (3 * batch * channels * seq + channels * states
+                                + 2 * batch * states * seq), "fp32")
+
+
 class _LinearChain:
     """aws-neuron-samples' microbenchmark: one nn.Linear applied `loop` times to its own output,
     then the mean (torch-neuronx trace of an FP32 module; the compiler's default auto-cast runs

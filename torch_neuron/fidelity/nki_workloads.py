@@ -25,17 +25,18 @@ def example(name: str):
     return importlib.import_module(name)
 
 
-def matmul_tutorial_ms(kernel: str, m: int, k: int, n: int, mode: str, **options) -> float:
-    """`kernel` of examples/nki/matmul_sequence.py on [m, k] @ [k, n] bf16 (lhsT given as
-    [k, m], as the tutorial's kernels take it), the result stored in bf16 as the tutorial
-    does."""
+def matmul_tutorial_ms(kernel: str, m: int, k: int, n: int, mode: str, dtype="bfloat16",
+                       unless_spilled: bool = False, **options):
+    """`kernel` of examples/nki/matmul_sequence.py on [m, k] @ [k, n] in `dtype` (lhsT given
+    as [k, m], as the tutorial's kernels take it), the result stored in `dtype` as the
+    tutorials do. unless_spilled: None when the kernel's tiles do not fit in SBUF (_kernel_ms)."""
     import torch
 
     kernels = example("matmul_sequence")
-    lhsT = torch.empty(k, m, dtype=torch.bfloat16, device="neuron")
-    rhs = torch.empty(k, n, dtype=torch.bfloat16, device="neuron")
+    lhsT = torch.empty(k, m, dtype=getattr(torch, dtype), device="neuron")
+    rhs = torch.empty(k, n, dtype=getattr(torch, dtype), device="neuron")
     fn = getattr(kernels, kernel)
-    return timed_ms(lambda: fn(lhsT, rhs, result_dtype="bfloat16", **options))
+    return _kernel_ms(lambda: fn(lhsT, rhs, result_dtype=dtype, **options), unless_spilled)
 
 
 def layernorm_tutorial_ms(version: str, rows: int, cols: int, mode: str) -> float:
@@ -53,18 +54,24 @@ def mamba_tutorial_ms(version: str, batch: int, channels: int, seq: int, states:
                       mode: str, unless_spilled: bool = False):
     """examples/nki/mamba.py's `mamba_<version>` on float32 inputs of the tutorial's layout:
     delta and u [batch, channels, seq], A [channels, states], B and C [batch, states, seq].
-    unless_spilled: None when the kernel's tiles do not fit in SBUF (AWS's compiler spilled
-    them to HBM; the simulator does not, so it has no time for the kernel)."""
+    unless_spilled: None when the kernel's tiles do not fit in SBUF (_kernel_ms)."""
     import torch
-
-    from torch_neuron.nki import CapacityError
 
     kernel = getattr(example("mamba"), f"mamba_{version}")
     shapes = ((batch, channels, seq), (batch, channels, seq), (channels, states),
               (batch, states, seq), (batch, states, seq))
     args = [torch.empty(s, device="neuron") for s in shapes]
+    return _kernel_ms(lambda: kernel(*args), unless_spilled)
+
+
+def _kernel_ms(call, unless_spilled: bool):
+    """The simulated time of call(), ms; None when unless_spilled and the kernel's tiles do
+    not fit in SBUF: AWS's compiler spilled them to HBM, the simulator does not, so it has no
+    time for the kernel."""
+    from torch_neuron.nki import CapacityError
+
     try:
-        return timed_ms(lambda: kernel(*args))
+        return timed_ms(call)
     except CapacityError:
         if not unless_spilled:
             raise

@@ -40,6 +40,43 @@ MATMUL_STEPS = {"": ("blocked", dict(tiles_m=16, tiles_n=2, tiles_k=8)),
 
 _mm = (4096, 8192, 8192)
 
+# The kernel-optimization tutorial: the same sequence of matmul kernels on Trainium2 (its kernels
+# set NEURON_PLATFORM_TARGET_OVERRIDE=trn2) with the float32 inputs of its driver
+# (rng.random(..., dtype=np.float32)), one NeuronCore-v3. It prints no latency; its profile
+# summaries (images v2- to v5-pe.png and -dma.png) give each engine's active time and active
+# percentage of the run, so a run's time is active time / active fraction: TensorE 34.82 ms /
+# 87.28%, 28.16 / 99.85%, 28.28 / 99.52%, 28.16 / 99.50% (DMA's give the same within 0.1%).
+KERNEL_OPTIMIZATION = (f"{SDK}@fb4ce106 nki/guides/tutorials/kernel-optimization.rst (profile "
+                       "summaries nki/img/how-to/v2..v5-pe.png: Tensor Engine Active Time / "
+                       "Active Time Percent; trn2, float32 inputs)")
+KERNEL_OPTIMIZATION_STEPS = (("tiled", "tiled", {}, 34.82 / 0.8728),
+                             ("hoisted", "hoisted", {}, 28.16 / 0.9985),
+                             ("blocked-mn", "blocked_free", dict(tiles_m=2, tiles_n=2),
+                              28.28 / 0.9952),
+                             ("blocked-mnk", "blocked", dict(tiles_m=16, tiles_n=2, tiles_k=8),
+                              28.16 / 0.9950))
+# Its third kernel blocks M and N by 2 tiles and keeps a block's operands over all of K: in
+# float32 that is 2 x 64 rhs tiles of 2 KiB and 2 x 64 lhsT tiles of 512 B a partition, 320 KiB,
+# more than a NeuronCore-v3 partition's 224 KiB of SBUF (NKI Trainium2 architecture guide,
+# nki/guides/architecture/trainium2_arch.rst).
+DOES_NOT_FIT = (
+    "in float32 its blocks' tiles need 320 KiB of SBUF a partition, more than Trainium2's "
+    "224 KiB, so AWS's compiler spilled or reloaded them; the simulator does not, so it has no "
+    "time for this kernel ('-')")
+
+
+def _kernel_optimization_row(label, kernel, blocks, latency) -> Anchor:
+    spills = label == "blocked-mn"
+    return Anchor(f"matmul-fp32-4096x8192x8192-trn2-{label}", "op", "trn2.3xlarge",
+                  f"the tutorial's NKI kernel (examples/nki/matmul_sequence.py::{kernel}), "
+                  "[4096,8192] @ [8192,8192] float32, one NeuronCore-v3", latency, "ms",
+                  KERNEL_OPTIMIZATION,
+                  functools.partial(nw.matmul_tutorial_ms, kernel, *_mm, dtype="float32",
+                                    unless_spilled=spills, **blocks),
+                  functools.partial(w.matmul_bound_ms, *_mm, "fp32"), measured_as="eager",
+                  **(dict(status=EXCLUDED, reason=DOES_NOT_FIT) if spills else {}))
+
+
 # The fused Mamba tutorial: its kernels' device execution times in neuron-profile, batch 1,
 # 16 states, float32, on a NeuronCore-v2 (published in Neuron 2.20.0, before Trainium2; the
 # numbers are unchanged in the current version, fb4ce106 nki/guides/tutorials/fused_mamba.rst).
@@ -98,6 +135,7 @@ ANCHORS = [
     _matmul_row("-original-tiled", 51.80),
     _matmul_row("-optimization-1", 42.96),
     _matmul_row("-optimization-2", 22.07),
+    *(_kernel_optimization_row(*step) for step in KERNEL_OPTIMIZATION_STEPS),
     _layernorm_row("v2", 1.969),
     _layernorm_row("v1", 2.311),
     _mamba_row("v1", 256, 512, 0.17293),

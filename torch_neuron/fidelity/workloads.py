@@ -83,8 +83,9 @@ def matmul_ms(m: int, k: int, n: int, mode: str) -> float:
     return timed_ms(lambda: mm(a, b))
 
 
-def matmul_bound_ms(m: int, k: int, n: int) -> float:
-    return bound_ms(2.0 * m * k * n, 2.0 * (m * k + k * n + m * n), "bf16")
+def matmul_bound_ms(m: int, k: int, n: int, dtype: str = "bf16") -> float:
+    size = {"bf16": 2, "fp32": 4}[dtype]
+    return bound_ms(2.0 * m * k * n, size * (m * k + k * n + m * n), dtype)
 
 
 def matmul_tensor_engine_busy(m: int, k: int, n: int, mode: str) -> float:

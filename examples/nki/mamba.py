@@ -12,7 +12,9 @@ one channel tile the tutorial's six steps are: ScalarE's activation computes exp
 with A's column as the per-partition scale (steps 1 and 2); VectorE multiplies delta by u,
 then by B's row broadcast across the partitions (3); tensor_tensor_scan runs the recurrence
 along the sequence (4); VectorE multiplies by C's row broadcast (5) and adds the result into
-the accumulator over states (6). The versions differ in their loops:
+the accumulator over states (6). B's and C's rows are broadcast with the tile method
+`broadcast_to`, as the tutorial's kernels of Neuron 2.20 (the ones it timed) do: TensorE's
+ones-matmul into PSUM, read there by VectorE. The versions differ in their loops:
 
 - `mamba_v1`: states outside, channel tiles inside; delta and u are loaded at every step, and
   one accumulator holds every channel tile until the end.
@@ -45,13 +47,13 @@ def _step(delta_t, u_t, a_col, b_row, c_row, init, acc):
     nisa.activation(dst=decay, op=nl.exp, data=delta_t, scale=a_col)
     drive = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=drive, data1=delta_t, data2=u_t, op=nl.multiply)
-    nisa.tensor_tensor(dst=drive, data1=drive, data2=nl.broadcast_to(b_row, (P, n)),
+    nisa.tensor_tensor(dst=drive, data1=drive, data2=b_row.broadcast_to((P, n)),
                        op=nl.multiply)
     state = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor_scan(dst=state, data0=decay, data1=drive, initial=init,
                             op0=nl.multiply, op1=nl.add)
     out = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=out, data1=state, data2=nl.broadcast_to(c_row, (P, n)),
+    nisa.tensor_tensor(dst=out, data1=state, data2=c_row.broadcast_to((P, n)),
                        op=nl.multiply)
     nisa.tensor_tensor(dst=acc, data1=acc, data2=out, op=nl.add)
     return state

@@ -19,6 +19,7 @@ from torch_neuron.nki.errors import UnsupportedError as _UnsupportedError
 from torch_neuron.nki.ops import OPERATORS as _OPERATORS
 from torch_neuron.nki.ops import Operator as _Operator
 from torch_neuron.nki.scopes import scoped as _scoped
+from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.tensor import _RUNS
 from torch_neuron.nki.tensor import DynamicSlice as _DynamicSlice
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
@@ -300,57 +301,90 @@ def matmul(x, y, transpose_x=False) -> NkiTensor:
 
 
 def broadcast_to(x, shape, dtype=None) -> NkiTensor:
-    """numpy-style broadcast of a tile into a new tile. Free dims: a VectorE copy of a
-    broadcast view, in SBUF. The partition dim (1 -> P): TensorE multiplies a [1, P] ones
-    stationary by the row as moving, the matmul the architecture guide's "Partition Broadcast"
-    says NKI invokes for broadcast_to (aws-neuron-sdk nki/guides/architecture/
-    trainium_inferentia2_arch.rst). TensorE writes PSUM, so a float32 result that fits one PSUM
-    bank (nl.tile_size.psum_bank_fmax) is that PSUM tile, read in place by the instruction that
-    uses it (a tensor_tensor with one PSUM input costs N, not 2N: ISA stub); a wider one or
-    another dtype is copied out bank by bank into an SBUF tile. The ones are a constant of
-    the kernel, set once (the guide's "compile-time constant matrix")."""
-    shape = tuple(int(s) for s in shape)
-    if len(shape) != x.ndim or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
-        raise _ShapeError(f"nl.broadcast_to: {x.shape} cannot broadcast to {shape} (same rank; "
-                          f"each dim equal or 1)")
+    """numpy-style broadcast of a tile into a new SBUF tile (AWS's example of it stores the
+    result straight to HBM: nki/test/test_nki_nl_broadcast.py). Free dims: a VectorE copy of a
+    broadcast view. The partition dim (1 -> P): TensorE's ones-matmul into PSUM
+    (_partition_broadcast), copied out to SBUF bank by bank."""
+    shape, src = _broadcast_source(x, shape)
     out_dtype = dtype or x.dtype
     if shape == x.shape and out_dtype == x.dtype:
         return x
-    src = x
-    for dim in range(1, x.ndim):
-        if x.shape[dim] != shape[dim]:
-            src = src.broadcast(dim, shape[dim])
+    out = ndarray(shape, out_dtype, buffer=sbuf)
     if x.shape[0] == shape[0]:
-        out = ndarray(shape, out_dtype, buffer=sbuf)
         _isa.tensor_copy(dst=out, src=src)
         return out
+    row = _moving_row(src)
     bank = tile_size.psum_bank_fmax
-    in_psum = out_dtype == float32 and src.free_size <= bank
-    row = src
-    if not in_psum or src is not x or x.buffer is not sbuf or x.dtype not in _isa.MATMUL_DTYPES:
-        row = ndarray((1,) + shape[1:], float32, buffer=sbuf)  # a TensorE operand in SBUF
-        _isa.tensor_copy(dst=row, src=src)
-    wide = row.dtype in (float32, tfloat32)
-    ones = _partition_ones(shape[0], float32 if wide else row.dtype)
-    flat_row = row.reshape((1, row.free_size))
-    if in_psum:
-        acc = ndarray(shape, float32, buffer=psum)
-        _isa.nc_matmul(dst=acc.reshape((shape[0], row.free_size)), stationary=ones,
-                       moving=flat_row)
-        return acc
-    out = ndarray(shape, out_dtype, buffer=sbuf)
     flat_out = out.reshape((shape[0], row.free_size))
     for start in range(0, row.free_size, bank):
         n = builtins.min(bank, row.free_size - start)
         acc = ndarray((shape[0], n), float32, buffer=psum)
-        _isa.nc_matmul(dst=acc, stationary=ones, moving=flat_row[:, start:start + n])
+        _partition_broadcast(row[:, start:start + n], acc)
         _isa.tensor_copy(dst=flat_out[:, start:start + n], src=acc)
     return out
 
 
+def _tile_broadcast_to(x, shape) -> NkiTensor:
+    """`tile.broadcast_to(shape)`, the tile method of the NKI of the Neuron 2.20 era ("Return a
+    new view of the tensor, no copy will occur": aws-neuron-sdk@ce3668bf, Neuron 2.20.0,
+    general/nki/api/nki/__init__.py). Free dims: a view. Across partitions only TensorE can broadcast, and the
+    architecture guide says NKI invokes its ones-matmul when this method is called; so the
+    result is that matmul's float32 PSUM tile, read in place by the instruction that uses it
+    (a tensor_tensor with one PSUM input costs N, not 2N: ISA stub). It is not SBUF: copy it
+    there (nl.copy) to store it or feed TensorE."""
+    shape, src = _broadcast_source(x, shape)
+    if x.shape[0] == shape[0]:
+        return src
+    row = _moving_row(src)
+    acc = ndarray(shape, float32, buffer=psum)
+    flat = acc.reshape((shape[0], row.free_size))
+    bank = tile_size.psum_bank_fmax
+    for start in range(0, row.free_size, bank):
+        n = builtins.min(bank, row.free_size - start)
+        _partition_broadcast(row[:, start:start + n], flat[:, start:start + n])
+    return acc
+
+
+def _broadcast_source(x, shape):
+    """The target shape, checked, and x broadcast along its free dims (a view)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != x.ndim or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
+        raise _ShapeError(f"broadcast_to: {x.shape} cannot broadcast to {shape} (same rank; "
+                          f"each dim equal or 1)")
+    src = x
+    for dim in range(1, x.ndim):
+        if x.shape[dim] != shape[dim]:
+            src = src.broadcast(dim, shape[dim])
+    return shape, src
+
+
+def _moving_row(src) -> NkiTensor:
+    """src, a one-partition tile, as a [1, F] SBUF row TensorE can take as its moving operand:
+    src itself when it is one, else a float32 copy (a free-dim broadcast, PSUM, other dtypes)."""
+    if src.buffer is not sbuf or src.dtype not in _isa.MATMUL_DTYPES or not src.is_contiguous():
+        copy = ndarray(src.shape, float32, buffer=sbuf)
+        _isa.tensor_copy(dst=copy, src=src)
+        src = copy
+    return src.reshape((1, src.free_size))
+
+
+def _partition_broadcast(row, dst) -> None:
+    """dst [P, n] (PSUM) = the row [1, n] on every partition: one nc_matmul of a [1, P] ones
+    stationary by the row as moving, the matmul the architecture guide's "Partition
+    Broadcast" says NKI invokes (aws-neuron-sdk nki/guides/architecture/
+    trainium_inferentia2_arch.rst)."""
+    ones = _partition_ones(dst.shape[0], float32 if row.dtype in (float32, tfloat32)
+                           else row.dtype)
+    _isa.nc_matmul(dst=dst, stationary=ones, moving=row)
+
+
+_tensor_module.TILE_BROADCAST_TO = _tile_broadcast_to
+
+
 def _partition_ones(partitions: int, dtype) -> NkiTensor:
-    """The [1, partitions] ones tile of `dtype` a partition broadcast multiplies by: set once
-    per program of the kernel and kept to its end (Note [Tile lifetimes], scopes.py)."""
+    """The [1, partitions] ones tile of `dtype` a partition broadcast multiplies by, a
+    constant of the kernel (the guide's "compile-time constant matrix"): set once per program
+    and kept to its end (Note [Tile lifetimes], scopes.py), outside the kernel's SBUF."""
     run = _current_run("nl.broadcast_to")
     ones = run.constants.get(("ones", partitions, dtype))
     if ones is None:

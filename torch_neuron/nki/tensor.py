@@ -183,6 +183,8 @@ _RUNS: list[KernelRun] = []
 
 # `t[key] = value`: nki.isa installs the instructions that do it (isa imports this module).
 ASSIGN = None
+# `t.broadcast_to(shape)`: nki.language installs it (language._tile_broadcast_to).
+TILE_BROADCAST_TO = None
 
 
 def current_run(what: str = "this call") -> KernelRun:
@@ -428,6 +430,11 @@ class NkiTensor:
         shape[dim] = size
         return self._view(np.broadcast_to(self._data, shape), np.broadcast_to(self._written,
                                                                                shape))
+
+    def broadcast_to(self, shape) -> "NkiTensor":
+        """The tile method of the Neuron 2.20-era NKI: free dims a view, the partition dim
+        TensorE's broadcast into PSUM (language._tile_broadcast_to)."""
+        return TILE_BROADCAST_TO(self, shape)
 
     def expand_dim(self, dim: int) -> "NkiTensor":
         self._check_partition_dim(dim, "expand_dim")

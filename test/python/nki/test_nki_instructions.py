@@ -510,17 +510,17 @@ def test_broadcast_to_free_and_partition_dims():
     assert [r.name for r in run.records].count("nc_matmul") == 2
 
 
-def test_partition_broadcast_is_one_matmul_read_in_place_from_psum():
-    # The architecture guide's partition broadcast: one nc_matmul of a ones constant by the
-    # row, its PSUM result used where it is; the ones are set once per kernel, not per call.
+def test_tile_broadcast_to_is_one_matmul_read_in_place_from_psum():
+    # The tile method of the Neuron 2.20-era API ("a new view, no copy"): the architecture
+    # guide's partition broadcast, one nc_matmul of a ones constant by the row, its PSUM result
+    # used where it is; the ones are set once per kernel, not per call.
     rows, x = rand(4, 512), rand(128, 512)
 
     def kernel(r, a):
         xt = load(a)
         outs = []
         for i in nl.affine_range(4):
-            row = load(r[i:i + 1])
-            wide = nl.broadcast_to(row, (128, 512))
+            wide = load(r[i:i + 1]).broadcast_to((128, 512))
             assert wide.buffer is nl.psum and wide.dtype == nl.float32
             y = nl.ndarray((128, 512), nl.float32)
             nisa.tensor_tensor(dst=y, data1=xt, data2=wide, op=nl.multiply)
@@ -533,6 +533,20 @@ def test_partition_broadcast_is_one_matmul_read_in_place_from_psum():
     names = [r.name for r in run.records]
     assert names.count("nc_matmul") == 4 and names.count("memset") == 1
     assert names.count("tensor_copy") == 0  # no copy of the row, none out of PSUM
+
+
+def test_nl_broadcast_to_gives_an_sbuf_tile_that_can_be_stored():
+    # AWS's example of nl.broadcast_to stores its result straight to HBM.
+    row = rand(1, 64)
+
+    def kernel(r):
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        wide = nl.broadcast_to(load(r), (128, 64))
+        assert wide.buffer is nl.sbuf
+        nl.store(out, wide)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(row), np.repeat(row, 128, axis=0))
 
 
 def test_nki_typing_annotations_check_shapes():

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from torch_neuron.fidelity import cli, report
-from torch_neuron.fidelity.anchor import COUNTS
+from torch_neuron.fidelity.anchor import COUNTS, EXCLUDED
 from torch_neuron.fidelity.anchors import ANCHORS
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -45,7 +45,12 @@ def test_every_anchor_is_predicted_and_printed(result):
     for a in RUN:
         prediction = result["predictions"][a.name]
         assert "error" not in prediction, (a.name, prediction.get("error"))
-        assert prediction["predicted"] > 0, a.name
+        if prediction["predicted"] is None:
+            # A kernel AWS's compiler spilled and the simulator cannot run: printed with '-',
+            # never counted (docs/fidelity.md, "Which rows count").
+            assert a.status == EXCLUDED, a.name
+        else:
+            assert prediction["predicted"] > 0, a.name
         assert re.search(rf"^{re.escape(a.name)}\s", result["table"], re.M), a.name
 
 

@@ -4,7 +4,8 @@ published in Neuron 2.20.0 as general/nki/tutorials/fused_mamba.rst at ce3668bf)
 
 Inputs delta and u [batch, channels, seq], A [channels, state], B and C [batch, state, seq]:
 
-    h[b, c, s, t] = exp(delta[b, c, t] A[c, s]) h[b, c, s, t-1] + delta[b, c, t] B[b, s, t] u[b, c, t]
+    h[b, c, s, t] = exp(delta[b, c, t] A[c, s]) h[b, c, s, t-1]
+                    + delta[b, c, t] B[b, s, t] u[b, c, t]
     out[b, c, t]  = sum over s of C[b, s, t] h[b, c, s, t]
 
 Channels go on the partitions (tiles of 128), the sequence on the free axis. For one state and

@@ -72,8 +72,8 @@ def _row(a, result: dict, eager: bool) -> list[str]:
         cells += ["error", "-", "-"]
     else:
         flag = " <peak" if below_peak(a, result) else ""
-        cells += [fmt(result.get("predicted"), a.unit), "-" if r is None else f"{r:.2f}{flag}",
-                  fmt(result.get("bound"), a.unit)]
+        cells += [fmt(result.get("predicted"), a.unit),
+                  "-" if r is None else f"{r:.2f}{flag}", fmt(result.get("bound"), a.unit)]
     if eager:
         e = result.get("eager")
         cells += [fmt(e, a.unit), "-" if e is None else f"{e / a.measured:.2f}"]

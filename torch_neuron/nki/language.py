@@ -14,12 +14,12 @@ import numpy as np
 
 from torch_neuron.nki import isa as _isa
 from torch_neuron.nki import target as _target
+from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.errors import ShapeError as _ShapeError
 from torch_neuron.nki.errors import UnsupportedError as _UnsupportedError
 from torch_neuron.nki.ops import OPERATORS as _OPERATORS
 from torch_neuron.nki.ops import Operator as _Operator
 from torch_neuron.nki.scopes import scoped as _scoped
-from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.tensor import _RUNS
 from torch_neuron.nki.tensor import DynamicSlice as _DynamicSlice
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
@@ -302,9 +302,9 @@ def matmul(x, y, transpose_x=False) -> NkiTensor:
 
 def broadcast_to(x, shape, dtype=None) -> NkiTensor:
     """numpy-style broadcast of a tile into a new SBUF tile (AWS's example of it stores the
-    result straight to HBM: nki/test/test_nki_nl_broadcast.py). Free dims: a VectorE copy of a
-    broadcast view. The partition dim (1 -> P): TensorE's ones-matmul into PSUM
-    (_partition_broadcast), copied out to SBUF bank by bank."""
+    result straight to HBM: aws-neuron-sdk nki/test/test_nki_nl_broadcast.py). Free dims: a
+    VectorE copy of a broadcast view. The partition dim (1 -> P): TensorE's ones-matmul into
+    PSUM (_partition_broadcast), copied out to SBUF bank by bank."""
     shape, src = _broadcast_source(x, shape)
     out_dtype = dtype or x.dtype
     if shape == x.shape and out_dtype == x.dtype:
@@ -327,11 +327,11 @@ def broadcast_to(x, shape, dtype=None) -> NkiTensor:
 def _tile_broadcast_to(x, shape) -> NkiTensor:
     """`tile.broadcast_to(shape)`, the tile method of the NKI of the Neuron 2.20 era ("Return a
     new view of the tensor, no copy will occur": aws-neuron-sdk@ce3668bf, Neuron 2.20.0,
-    general/nki/api/nki/__init__.py). Free dims: a view. Across partitions only TensorE can broadcast, and the
-    architecture guide says NKI invokes its ones-matmul when this method is called; so the
-    result is that matmul's float32 PSUM tile, read in place by the instruction that uses it
-    (a tensor_tensor with one PSUM input costs N, not 2N: ISA stub). It is not SBUF: copy it
-    there (nl.copy) to store it or feed TensorE."""
+    general/nki/api/nki/__init__.py). Free dims: a view. Across partitions only TensorE can
+    broadcast, and the architecture guide says NKI invokes its ones-matmul when this method is
+    called; so the result is that matmul's float32 PSUM tile, read in place by the instruction
+    that uses it (a tensor_tensor with one PSUM input costs N, not 2N: ISA stub). It is not
+    SBUF: copy it there (nl.copy) to store it or feed TensorE."""
     shape, src = _broadcast_source(x, shape)
     if x.shape[0] == shape[0]:
         return src

@@ -1,6 +1,6 @@
 """The example kernels of examples/nki/ (RMSNorm, softmax, fused attention, the LayerNorm
-tutorial's two versions, the fused Mamba tutorial's three) against PyTorch on the CPU, at small sizes with partial row tiles,
-and their profiles' shape (which engines they use)."""
+tutorial's two versions, the fused Mamba tutorial's three) against PyTorch on the CPU, at small
+sizes with partial row tiles, and their profiles' shape (which engines they use)."""
 
 import math
 import sys

@@ -259,6 +259,26 @@ def test_small_dma_rows_move_at_the_plotted_fraction_of_the_peak(width, fraction
 
 
 @nki.jit(platform_target="trn2")
+def _load(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    out = nl.ndarray((x.shape[0], 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t[:, 0:1])
+    return out
+
+
+def test_a_load_to_few_partitions_runs_on_their_dma_engines_only():
+    # AWS's DMA overview, Example 1: [4, 4096] bf16 (32 KiB) lands in 4 partitions, which one
+    # of the 16 engines serves (8 partitions each), so it moves at one engine's 23 B/ns (8 KiB
+    # rows: 0.983 of the peak). The same bytes in 128 partitions ([128, 128], Example 2) use all
+    # 16 engines, bounded by the core's 362.5 B/ns (256 B rows: 0.104).
+    few = nki.profile(_load, torch.zeros(4, 4096, dtype=torch.bfloat16))
+    many = nki.profile(_load, torch.zeros(128, 128, dtype=torch.bfloat16))
+    assert duration_ns(few, 0) == pytest.approx(1300 + round(32768 / 0.983) / 23, rel=1e-6)
+    assert duration_ns(many, 0) == pytest.approx(1300 + round(32768 / 0.104) / 362.5, rel=1e-6)
+
+
+@nki.jit(platform_target="trn2")
 def _rows_add(a, b):
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     rows = a.shape[0] // nl.num_programs(0)

@@ -69,6 +69,21 @@ void kernel_regions(const KernelRegion& region, int program, std::vector<Region>
   }
 }
 
+double dma_transfer_cap(const InstanceSpec& core, const KernelInstruction& ki) {
+  int32_t p0 = kEngineLanes, p1 = 0;
+  for (const auto* regions : {&ki.reads, &ki.writes}) {
+    for (const KernelRegion& r : *regions) {
+      if (r.memory == KernelMemory::Hbm) continue;
+      p0 = std::min(p0, r.p0);
+      p1 = std::max(p1, r.p1);
+    }
+  }
+  if (p1 <= p0) return 0;  // HBM to HBM: every engine
+  const int32_t per_engine = static_cast<int32_t>(kEngineLanes) / core.chip->dma_engines_per_core;
+  const int32_t engines = (p1 - 1) / per_engine - p0 / per_engine + 1;
+  return engines * core.chip->dma_engine_gbps;
+}
+
 KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int programs,
                              const std::vector<KernelInstruction>& instructions) {
   if (programs < 1) throw Error("a kernel runs at least one program");
@@ -98,6 +113,7 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
       ps.schedule.add(std::move(latency));
       ps.kernel_index.push_back(static_cast<uint32_t>(k));
       ins.bytes = isa_dma_bytes(ki.isa);
+      ins.max_rate = dma_transfer_cap(core, ki);
     } else {
       ins.duration_ns = isa_duration_ns(core, ki.isa);
     }

@@ -173,9 +173,25 @@ ScheduleResult Schedule::run() const {
   struct Transfer {
     uint32_t index;
     double remaining;  // bytes
+    double cap;        // bytes per ns (infinity: none)
+    double rate = 0;   // bytes per ns now
   };
   std::vector<Transfer> shared;
   const double bandwidth = instance_->core_stream_gbps();  // bytes per ns
+  // The bandwidth shared equally by the transfers in flight, none above its cap: the capped
+  // ones, least first, take their cap when it is under the equal share of what is left.
+  auto set_rates = [&] {
+    std::vector<Transfer*> by_cap;
+    for (Transfer& t : shared) by_cap.push_back(&t);
+    std::sort(by_cap.begin(), by_cap.end(),
+              [](const Transfer* a, const Transfer* b) { return a->cap < b->cap; });
+    double left = bandwidth;
+    for (size_t k = 0; k < by_cap.size(); ++k) {
+      const double equal = left / static_cast<double>(by_cap.size() - k);
+      by_cap[k]->rate = std::min(by_cap[k]->cap, equal);
+      left -= by_cap[k]->rate;
+    }
+  };
   double now = 0;
   size_t finished = 0;
 
@@ -199,7 +215,9 @@ ScheduleResult Schedule::run() const {
         busy[u] = true;
         started = true;
         if (ins.engine == Engine::Dma && ins.bytes > 0) {
-          shared.push_back({i, static_cast<double>(ins.bytes)});
+          const double cap = ins.max_rate > 0 ? ins.max_rate
+                                              : std::numeric_limits<double>::infinity();
+          shared.push_back({i, static_cast<double>(ins.bytes), cap});
         } else if (ins.duration_ns > 0) {
           fixed.emplace(now + ins.duration_ns, i);
         } else {
@@ -208,11 +226,10 @@ ScheduleResult Schedule::run() const {
       }
     }
     if (finished == n) break;
-    // The next event: a fixed-duration end, or the smallest shared transfer draining.
-    const double share = shared.empty() ? 0 : bandwidth / static_cast<double>(shared.size());
-    double least = std::numeric_limits<double>::infinity();  // bytes of the smallest transfer
-    for (const Transfer& t : shared) least = std::min(least, t.remaining);
-    const double drain = shared.empty() ? least : least / share;  // ns until it is done
+    // The next event: a fixed-duration end, or the first shared transfer to drain.
+    set_rates();
+    double drain = std::numeric_limits<double>::infinity();  // ns until the first is done
+    for (const Transfer& t : shared) drain = std::min(drain, t.remaining / t.rate);
     const double fixed_next = fixed.empty() ? std::numeric_limits<double>::infinity()
                                             : fixed.top().first;
     if (shared.empty() && fixed.empty()) {
@@ -220,17 +237,19 @@ ScheduleResult Schedule::run() const {
     }
     const bool transfer_first = !shared.empty() && now + drain <= fixed_next;
     const double step = transfer_first ? drain : fixed_next - now;
-    for (Transfer& t : shared) t.remaining -= step * share;
+    for (Transfer& t : shared) t.remaining -= step * t.rate;
     now = transfer_first ? now + drain : fixed_next;
     while (!fixed.empty() && fixed.top().first <= now) {
       const uint32_t i = fixed.top().second;
       fixed.pop();
       finish(i);
     }
-    // The transfers that drained in this step (the smallest, and any within rounding of it)
+    // The transfers that drained in this step (the first, and any within rounding of it)
     // finish now, whatever rounding left of them: the clock may not resolve their remainder.
-    const double slack = transfer_first ? least * 1e-9 : 1e-9 * std::max(1.0, share);
     for (size_t k = 0; k < shared.size();) {
+      const double moved = step * shared[k].rate;  // bytes this step
+      const double slack = transfer_first ? 1e-9 * std::max(moved, 1.0)
+                                          : 1e-9 * std::max(1.0, shared[k].rate);
       if (shared[k].remaining <= slack) {
         finish(shared[k].index);
         shared[k] = shared.back();

@@ -169,5 +169,34 @@ TEST(KernelSchedule, DmaPaysItsLatencyThenItsBytes) {
   EXPECT_EQ(t.critical_path, (std::vector<uint32_t>{0, 1}));
 }
 
+TEST(KernelSchedule, ATransferUsesTheDmaEnginesOfItsPartitions) {
+  // The DMA overview's Example 1: [4, 4096] bf16 (32 KiB) into 4 partitions runs on one of the
+  // core's 16 engines (each serves 8 partitions), at that engine's 23 B/ns; the same bytes
+  // into 128 partitions use all 16, bounded by the core's 362.5 GB/s stream.
+  const InstanceSpec core = physical_core(trn2());
+  auto load = [&](int partitions, uint64_t row_bytes) {
+    IsaInstruction dma = isa(IsaKind::DmaCopy, Engine::Dma, partitions, 0);
+    dma.bytes = partitions * row_bytes;
+    dma.descriptors = partitions;
+    KernelRegion hbm{KernelMemory::Hbm, 1, 0, 0, 0, dma.bytes};
+    const KernelInstruction k = kernel_ins(dma, {hbm}, {sbuf(0, partitions, 0, row_bytes)}, 0);
+    return std::make_pair(dma_transfer_cap(core, k), schedule_kernel(core, 16, 1, {k}));
+  };
+  const auto [cap4, four] = load(4, 8192);
+  EXPECT_DOUBLE_EQ(cap4, 23.0);
+  // 8 KiB a partition: 0.983 of the peak (Note [DMA payload efficiency]).
+  EXPECT_NEAR(four.makespan_ns, 1300 + std::llround(32768 / 0.983) / 23.0, 1e-6);
+  const auto [cap128, all] = load(128, 256);
+  EXPECT_DOUBLE_EQ(cap128, 16 * 23.0);
+  EXPECT_NEAR(all.makespan_ns, 1300 + std::llround(32768 / 0.104) / 362.5, 1e-6);
+  // Partitions 6-9 straddle two engines' groups of 8.
+  IsaInstruction dma = isa(IsaKind::DmaCopy, Engine::Dma, 4, 0);
+  const KernelInstruction straddle = kernel_ins(dma, {}, {sbuf(6, 10, 0, 64)}, 0);
+  EXPECT_DOUBLE_EQ(dma_transfer_cap(core, straddle), 2 * 23.0);
+  const KernelInstruction hbm_to_hbm = kernel_ins(
+      dma, {{KernelMemory::Hbm, 1, 0, 0, 0, 64}}, {{KernelMemory::Hbm, 2, 0, 0, 0, 64}}, 0);
+  EXPECT_DOUBLE_EQ(dma_transfer_cap(core, hbm_to_hbm), 0);
+}
+
 }  // namespace
 }  // namespace trnsim

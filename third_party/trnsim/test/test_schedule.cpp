@@ -151,6 +151,28 @@ TEST(Schedule, DmaTransfersInFlightShareTheHbmStream) {
   EXPECT_NEAR(q.times[1].end_ns, 2 * b / bw, 1e-6);
 }
 
+TEST(Schedule, ACappedTransferLeavesTheRestOfTheStreamToTheOthers) {
+  const double bw = trn2().core_stream_gbps();  // bytes per ns
+  const uint64_t b = 1 << 20;
+  // A transfer capped at a tenth of the stream (under the equal half) moves at its cap; the
+  // other gets the rest until the capped one ends, then all of it.
+  Schedule s(trn2(), 2);
+  Instruction capped = transfer(0, b);
+  capped.max_rate = bw / 10;
+  s.add(capped);
+  s.add(transfer(1, 9 * b));
+  const ScheduleResult r = s.run();
+  EXPECT_NEAR(r.times[0].end_ns, 10 * b / bw, 1e-6);
+  EXPECT_NEAR(r.times[1].end_ns, 10 * b / bw, 1e-6);  // 9b at 0.9 bw
+  // A cap above the equal share changes nothing.
+  Schedule loose(trn2(), 2);
+  Instruction high = transfer(0, b);
+  high.max_rate = bw;
+  loose.add(high);
+  loose.add(transfer(1, b));
+  EXPECT_NEAR(loose.run().makespan_ns, 2 * b / bw, 1e-6);
+}
+
 TEST(Schedule, TransfersTooShortForTheClockStillFinish) {
   // At 1e15 ns a double resolves about 0.1 ns; transfers of a few bytes take far less. They
   // finish (at the clock's resolution) instead of stalling the simulation.

@@ -7,6 +7,11 @@
 // tiles it reads or overwrites (RAW, WAR, WAW by the regions below). A dma_copy is two schedule
 // instructions on its queue: its fixed latency (it waits for what it reads, holds the queue and
 // moves nothing), then its transfer (its bytes through the core's shared HBM stream bandwidth).
+// A transfer moves no faster than the DMA engines of the SBUF/PSUM partitions it touches: each
+// of the core's 16 engines serves 8 of the 128 partitions ("each DMA engine is typically
+// responsible for moving data for eight SBUF partitions"; a [4, 4096] load runs on one engine:
+// aws-neuron-sdk nki/get-started/about/nki-dma-overview.rst, Examples 1 and 2), so its cap is
+// those engines' streaming rate (dma_transfer_cap; InstanceSpec dma_engine_gbps).
 //
 // Regions. HBM tensors are byte ranges of their buffer (space 0, each buffer at its own 2^40
 // base). SBUF and PSUM are per-partition address spaces: a tile is partitions [p0, p1) times
@@ -77,6 +82,10 @@ struct KernelTiming {
 
 // One physical NeuronCore of `instance`'s chip: its HBM and DMA shares as an LNC=1 core.
 InstanceSpec physical_core(const InstanceSpec& instance);
+
+// A dma_copy's most bytes per ns: the streaming rate of the DMA engines serving the on-chip
+// partitions it touches (Note [Kernel schedule]); 0 (no cap) between HBM buffers.
+double dma_transfer_cap(const InstanceSpec& core, const KernelInstruction& ki);
 
 // Schedules `instructions` (program order) on `programs` physical cores of `core` (already one
 // physical core: physical_core()) with `dma_queues` DMA queues each.

@@ -22,8 +22,10 @@
 //     (InstanceSpec::core_stream_gbps: what the core's 16 DMA engines can stream, bounded by its
 //     HBM share; NKI DMA bandwidth guide, nki/deep-dives/nki-dma-bandwidth-guide.rst). One
 //     transfer alone gets all of it (assumption: a queue's descriptors are spread over all the
-//     core's DMA engines, as the guide's bandwidth figures are for one transfer). A transfer
-//     with a fixed duration instead (host link, NeuronLink, a collective) shares nothing.
+//     core's DMA engines, as the guide's bandwidth figures are for one transfer), unless it has
+//     a cap (max_rate: the DMA engines it can use, kernel_schedule.h); then it gets no more
+//     than its cap and the others share what it leaves (water-filling). A transfer with a
+//     fixed duration instead (host link, NeuronLink, a collective) shares nothing.
 // run() simulates the program event by event and returns each instruction's start and end, the
 // makespan, and per-unit busy time. The launch overhead is not part of a schedule: the caller
 // pays it once per launched program (cost.h, kLaunchOverheadNs).
@@ -58,6 +60,7 @@ struct Instruction {
   int queue = 0;
   double duration_ns = 0;  // compute instructions and fixed-duration transfers
   uint64_t bytes = 0;      // a DMA transfer through HBM (its duration follows from the share)
+  double max_rate = 0;     // a transfer's most bytes per ns, whatever the share; 0: no cap
   std::vector<Region> reads, writes;
   uint32_t source = 0;  // Schedule::source() id
   uint64_t group = 0;   // see Note [Engine scheduler]; 0: its own

@@ -87,25 +87,21 @@ def mamba_v1(delta, u, A, B, C):
 
 @nki.jit
 def mamba_v2(delta, u, A, B, C):
-    batch, tiles, seq, states, P = _shapes(delta, A)
-    out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
-    for b in nl.affine_range(batch):
-        for t in nl.affine_range(tiles):
-            c0 = t * P
-            delta_t, u_t = nl.load(delta[b, c0:c0 + P]), nl.load(u[b, c0:c0 + P])
-            acc = nl.zeros((P, seq), dtype=nl.float32, buffer=nl.sbuf)
-            for s in nl.affine_range(states):
-                _step(delta_t, u_t, nl.load(A[c0:c0 + P, s:s + 1]), nl.load(B[b, s:s + 1]),
-                      nl.load(C[b, s:s + 1]), 0.0, acc)
-            nl.store(out[b, c0:c0 + P], acc)
-    return out
+    return _channel_tiles_outside(delta, u, A, B, C, chunk=None)
 
 
 @nki.jit
 def mamba_v3(delta, u, A, B, C):
+    return _channel_tiles_outside(delta, u, A, B, C, chunk=SEQ_CHUNK)
+
+
+def _channel_tiles_outside(delta, u, A, B, C, chunk):
+    """v2 and v3: channel tiles outside, states inside, delta and u loaded once per channel
+    tile; `chunk`: v3's sequence tile, each chunk's scan starting where the previous one ended
+    (None: v2, the whole sequence in one scan)."""
     batch, tiles, seq, states, P = _shapes(delta, A)
-    if seq % SEQ_CHUNK:
-        raise ValueError(f"seq ({seq}) must be a multiple of {SEQ_CHUNK}")
+    if chunk is not None and seq % chunk:
+        raise ValueError(f"seq ({seq}) must be a multiple of {chunk}")
     out = nl.ndarray(delta.shape, dtype=delta.dtype, buffer=nl.shared_hbm)
     for b in nl.affine_range(batch):
         for t in nl.affine_range(tiles):
@@ -114,14 +110,17 @@ def mamba_v3(delta, u, A, B, C):
             acc = nl.zeros((P, seq), dtype=nl.float32, buffer=nl.sbuf)
             for s in nl.affine_range(states):
                 a_col = nl.load(A[c0:c0 + P, s:s + 1])
+                if chunk is None:
+                    _step(delta_t, u_t, a_col, nl.load(B[b, s:s + 1]), nl.load(C[b, s:s + 1]),
+                          0.0, acc)
+                    continue
                 carry = nl.zeros((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-                # In order: each chunk's scan starts where the previous one ended.
-                for k in nl.sequential_range(seq // SEQ_CHUNK):
-                    t0, t1 = k * SEQ_CHUNK, (k + 1) * SEQ_CHUNK
+                for k in nl.sequential_range(seq // chunk):  # in order: the scan carries
+                    t0, t1 = k * chunk, (k + 1) * chunk
                     state = _step(delta_t[:, t0:t1], u_t[:, t0:t1], a_col,
                                   nl.load(B[b, s:s + 1, t0:t1]), nl.load(C[b, s:s + 1, t0:t1]),
                                   carry, acc[:, t0:t1])
-                    nisa.tensor_copy(dst=carry, src=state[:, SEQ_CHUNK - 1:SEQ_CHUNK])
+                    nisa.tensor_copy(dst=carry, src=state[:, chunk - 1:chunk])
             nl.store(out[b, c0:c0 + P], acc)
     return out
 

@@ -330,8 +330,8 @@ def _tile_broadcast_to(x, shape) -> NkiTensor:
     general/nki/api/nki/__init__.py). Free dims: a view. Across partitions only TensorE can
     broadcast, and the architecture guide says NKI invokes its ones-matmul when this method is
     called; so the result is that matmul's float32 PSUM tile, read in place by the instruction
-    that uses it (a tensor_tensor with one PSUM input costs N, not 2N: ISA stub). It is not
-    SBUF: copy it there (nl.copy) to store it or feed TensorE."""
+    that uses it (a tensor_tensor with one PSUM input costs N, not 2N: ISA stub). To store it
+    or feed TensorE, copy it to SBUF first (nl.copy): DMA and TensorE do not read PSUM."""
     shape, src = _broadcast_source(x, shape)
     if x.shape[0] == shape[0]:
         return src

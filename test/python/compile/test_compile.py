@@ -363,6 +363,56 @@ def test_fused_gelu_and_layer_norm_cost_no_more_than_their_eager_ops():
         assert 0.9 * eager[engine] <= fused[engine] <= eager[engine], engine
 
 
+def _gelu_written_out(x):
+    """Hugging Face's NewGELUActivation (ALBERT's, GPT-2's "gelu_new"): tanh-approximated GELU
+    as arithmetic."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+@pytest.mark.parametrize("written_out, activation", [
+    (_gelu_written_out, lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+    (lambda x: x * torch.sigmoid(x), torch.nn.functional.silu),
+    (lambda x: torch.log1p(torch.exp(-x.abs())) + x.clamp(min=0), torch.nn.functional.softplus),
+], ids=["gelu_new", "silu", "softplus"])
+def test_an_activation_function_written_out_costs_one_activation(written_out, activation):
+    """A fused loop whose arithmetic computes one of ScalarE's activation functions of one
+    value is one ScalarE activation, however it is written (Note [Fused kernel cost]): ALBERT's
+    GELU as arithmetic costs what F.gelu(approximate="tanh") does. (Before: one activation
+    and four VectorE passes; eager, the ops one by one, costs more still.) The input is
+    bf16, as under autocast, so the casts are part of the chain."""
+    def f(x, y):
+        return written_out(x + y)  # the chain starts from a value of two inputs
+
+    def g(x, y):
+        return activation(x + y)
+
+    x = torch.randn(512, 1024, device="neuron", dtype=torch.bfloat16)
+    y = torch.randn(512, 1024, device="neuron", dtype=torch.bfloat16)
+    fused, reference = torch.compile(f, backend="neuron"), torch.compile(g, backend="neuron")
+    fused(x, y), reference(x, y)
+    out, busy = busy_per_engine(fused, x, y)
+    _, expected = busy_per_engine(reference, x, y)
+    torch.testing.assert_close(out.cpu(), g(x.cpu(), y.cpu()), atol=2e-2, rtol=2e-2)
+    assert busy == expected
+    assert busy["ScalarE"] > 0 and busy["VectorE"] > 0  # the add of x and y stays on VectorE
+
+
+def test_arithmetic_that_is_no_activation_function_keeps_its_instructions():
+    """The same shape of chain with one constant changed computes no function ScalarE has, so
+    it costs its instructions: more VectorE time than the GELU it resembles."""
+    def almost_gelu(x):
+        return 0.5 * x * (1.0 + torch.tanh(0.7 * (x + 0.044715 * x.pow(3))))
+
+    x = torch.randn(512, 1024, device="neuron")
+    compiled = torch.compile(almost_gelu, backend="neuron")
+    gelu = torch.compile(_gelu_written_out, backend="neuron")
+    compiled(x), gelu(x)
+    out, busy = busy_per_engine(compiled, x)
+    _, gelu_busy = busy_per_engine(gelu, x)
+    torch.testing.assert_close(out.cpu(), almost_gelu(x.cpu()))
+    assert busy["VectorE"] > 2 * gelu_busy.get("VectorE", 0)
+
+
 def test_a_view_fused_into_a_kernel_adds_no_work_to_its_bound():
     """A view is no eager kernel (Note [Fused kernel bound]): GELU of a reshaped tensor costs
     one ScalarE pass and no VectorE time, as eager GELU does."""

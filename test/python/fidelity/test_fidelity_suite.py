@@ -140,7 +140,8 @@ def test_every_anchor_that_does_not_count_says_why_and_every_source_is_pinned():
         assert (a.status == COUNTS) == (not a.reason), a.name
         assert re.search(r"@[0-9a-f]{7}", a.source), (a.name, a.source)
     kinds = {k: [a for a in ANCHORS if a.kind == k and a.status == COUNTS] for k in GOALS}
-    assert len(kinds["end-to-end"]) == 11  # 8 inference rows, 3 training rows
+    # 8 inference rows at batch 1 and 8 at larger batches, 3 training rows
+    assert len(kinds["end-to-end"]) == 19
 
 
 def test_the_doc_table_lists_every_anchor():
@@ -197,6 +198,36 @@ def test_inference_outputs_return_to_the_host_as_the_traced_model_returns_them()
         assert not torch_neuron._C._execute_enabled()
     copy_ns = 2000 + 128 * 50_000 * 4 / 25.0
     assert ms == pytest.approx((copy_ns + torch_neuron._C._EVENT_RECORD_NS) / 1e6, rel=1e-9)
+
+
+def test_encoders_compute_as_matmult_bf16_auto_cast_does():
+    """The inference tables' Matmult-BF16: a matmul's operands in BF16, its result FP32, the
+    rest of the FP32 model in FP32 (neuronx-cc --auto-cast matmult). A Linear and the
+    attention of the encoder workload, against the same arithmetic on the CPU."""
+    import torch
+
+    from torch_neuron.fidelity import workloads
+
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(64, 32)
+    linear = torch.nn.Linear(64, 32).to("neuron")
+    linear.load_state_dict(cpu.state_dict())
+    workloads._matmult_bf16_linear(linear)
+    x = torch.randn(8, 64)
+    out = linear(x.to("neuron"))
+    expected = torch.nn.functional.linear(x.bfloat16(), cpu.weight.bfloat16()).float() + cpu.bias
+    assert out.dtype == torch.float32 and linear.weight.dtype == torch.float32
+    torch.testing.assert_close(out.cpu(), expected)
+
+    q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
+    module = torch.nn.Module()
+    module.is_causal = False
+    attn, _ = workloads._matmult_bf16_attention(module, q.to("neuron"), k.to("neuron"),
+                                                v.to("neuron"), None)
+    reference = torch.nn.functional.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(),
+                                                                 v.bfloat16())
+    assert attn.dtype == torch.float32
+    torch.testing.assert_close(attn.cpu(), reference.float().transpose(1, 2))
 
 
 # -- scale anchors: published Llama jobs through the virtual world (issue 26, item 8) --------

@@ -214,6 +214,8 @@ def _matmult_bf16_attention(module, query, key, value, attention_mask, **kwargs)
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     bf16 = torch.bfloat16
+    if attention_mask is not None and attention_mask.is_floating_point():
+        attention_mask = attention_mask.to(bf16)  # SDPA takes a float mask in q's dtype
     out, weights = sdpa_attention_forward(module, query.to(bf16), key.to(bf16),
                                           value.to(bf16), attention_mask, **kwargs)
     return out.float(), weights

@@ -163,7 +163,10 @@ def _same_values(body, nodes):
             continue
         args = ((n.args[1], str(_index(body, n))) if name == "load" else
                 tuple(same.get(a, a) for a in n.args[1:]))
-        same[n] = seen.setdefault((name, args, tuple(n.kwargs.items())), n)
+        try:
+            same[n] = seen.setdefault((name, args, tuple(n.kwargs.items())), n)
+        except TypeError:  # an unhashable argument: left as its own value
+            same[n] = n
     return same
 
 

@@ -211,7 +211,7 @@ def _activation_chains(nodes, same, changes):
                     values[n] = args[0]
                 else:
                     values[n] = _EVALUATE[str(n.target)](*args)
-        except (KeyError, TypeError, RuntimeError):
+        except (KeyError, TypeError, ValueError, OverflowError, RuntimeError):
             continue  # an operation the sample cannot follow: not a function we know
         if _is_activation_function(values[outputs[0]]):
             found.update({n: None for n in chain})

@@ -158,6 +158,8 @@ def _same_values(body, nodes):
     pure = set(_EVALUATE) | {"load", "constant", "to_dtype"}
     for n in nodes:
         name = str(n.target)
+        if name in ("store", "store_reduction"):  # later loads of the buffer read anew
+            seen = {k: v for k, v in seen.items() if k[0] != "load" or k[1][0] != n.args[1]}
         if name not in pure:
             same[n] = n
             continue

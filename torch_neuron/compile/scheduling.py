@@ -14,16 +14,16 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
     descriptions] in trnsim/work.h), costed by trnsim at the eager engines' rates (its
     FusedKernel: one instruction stream per kind of pass). A loop with an indirect (indexed)
     load or store is one GpSimdE pass. Any other loop is the instructions its body compiles
-    to, each one pass over the loop's
-    elements (_instructions): one ScalarE activation per transcendental function (exp, erf,
-    tanh, rsqrt, ...), which also applies a scale and a bias (nki.isa.activation computes
-    func(in * scale + bias)), so the one or two scalar multiplies and adds just before it cost
-    nothing more; one VectorE tensor_tensor (two inputs) per operation on two tensors, which
-    also applies one scalar operation to one of them just before (scalar_tensor_tensor); one
-    VectorE tensor_scalar per operation on a tensor and scalars (constants, or values that do
-    not change along the innermost dimension, such as a row's mean: per-partition scalars),
-    two chained ones sharing an instruction (tensor_scalar applies op0 then op1), and none for
-    arithmetic on scalars alone (one element per row); one VectorE pass per reduction. Loads,
+    to, each one pass over the loop's elements (loop_body.py): one ScalarE activation per
+    transcendental function (exp, erf, tanh, rsqrt, ...), which also applies a scale and a
+    bias (nki.isa.activation computes func(in * scale + bias)), so the one or two scalar
+    multiplies and adds just before it cost nothing more; one VectorE tensor_tensor (two
+    inputs) per operation on two tensors, which also applies one scalar operation to one of
+    them just before (scalar_tensor_tensor); one VectorE tensor_scalar per operation on a
+    tensor and scalars (constants, or values that do not change along the innermost
+    dimension, such as a row's mean: per-partition scalars), two chained ones sharing an
+    instruction (tensor_scalar applies op0 then op1), and none for arithmetic on scalars
+    alone (one element per row); one VectorE pass per reduction. Loads,
     stores, constants, casts (the dtype an instruction writes) and arithmetic on the loop
     indices alone (addresses) are no instruction, nor is choosing by position between masked
     loads (concatenation, padding: each element comes from one place, which the DMA reads);
@@ -31,8 +31,8 @@ engine rules as eager ops (trnsim's cost model) but with what fusion changes:
     same values (Inductor loads one element, or recomputes one expression, several times) is
     computed once. A chain of operations that computes one of ScalarE's activation functions
     (nki.language's table, torch_neuron/nki/ops.py) of one value is that one activation,
-    however it is written (_activation_chains: the chain is evaluated on 4097 points of
-    [-8, 8] and compared with each function). Hugging Face's NewGELUActivation (ALBERT's and
+    however it is written (the chain is evaluated on 4097 points of [-8, 8] and compared with
+    each function: loop_body._activation_chains). Hugging Face's NewGELUActivation (ALBERT's and
     GPT-2's "gelu_new") writes tanh-approximated GELU as arithmetic, an activation and four
     VectorE passes as instructions, yet AWS's trn1 tables time ALBERT-base no slower than
     BERT-base, whose layers differ only by that GELU (aws-neuron-sdk@337e6041
@@ -54,8 +54,6 @@ the graph's schedule instead of launching: its buffers give its dependencies, an
 pays the launch overhead once.
 """
 
-import functools
-
 import sympy
 import torch
 import torch.utils._pytree as pytree
@@ -65,15 +63,11 @@ from torch._inductor.dependencies import MemoryDep
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
 
+from torch_neuron.compile.loop_body import instructions
+
 _SIXTEEN_BIT = ("torch.bfloat16", "torch.float16")
 
 
-# Loop-body operations a NeuronCore evaluates on ScalarE (its activation functions).
-TRANSCENDENTAL = frozenset({
-    "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sigmoid", "erf", "erfc",
-    "erfinv", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh",
-    "acosh", "atanh", "sqrt", "rsqrt", "pow", "lgamma", "digamma", "libdevice_exp",
-    "libdevice_log", "libdevice_sqrt", "libdevice_rsqrt"})
 
 
 def _op_name(aten) -> str:
@@ -102,211 +96,6 @@ def _moved_bytes(name: str, nodes) -> sympy.Expr:
     if not touched:
         return whole
     return sympy.Min(whole, sympy.Add(*touched) * V.graph.get_dtype(name).itemsize)
-
-
-# Loop-body operations that are no engine instruction: data movement, constants, indexing
-# and casts (Note [Fused kernel cost]).
-_NO_INSTRUCTION = frozenset({
-    "load", "store", "store_reduction", "to_dtype", "to_dtype_bitcast", "index_expr", "masked",
-    "output", "indirect_indexing", "check_bounds", "load_seed", "identity"})
-# The scalar operations an activation's scale and bias apply.
-_AFFINE = frozenset({"add", "sub", "mul", "truediv"})
-
-
-def _index(body, load):
-    """The index expression a load node reads at."""
-    get_index = load.args[2]
-    return body.indexing_exprs[get_index.args[0]]
-
-
-# How a loop body's operations compute, for _activation_chains: float64 torch on a sample.
-_EVALUATE = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.div,
-    "div": torch.div, "neg": torch.neg, "pow": torch.pow, "maximum": torch.maximum,
-    "minimum": torch.minimum, "abs": torch.abs, "relu": torch.relu, "exp": torch.exp,
-    "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p,
-    "log2": torch.log2, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf,
-    "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal,
-    "sin": torch.sin, "cos": torch.cos, "atan": torch.atan, "square": torch.square,
-    "libdevice_exp": torch.exp, "libdevice_log": torch.log, "libdevice_sqrt": torch.sqrt,
-    "libdevice_rsqrt": torch.rsqrt}
-_SAMPLE = torch.linspace(-8.0, 8.0, 4097, dtype=torch.float64)
-
-
-@functools.cache
-def _scalare_functions() -> tuple:
-    """ScalarE's activation functions (nki.language's table, torch_neuron.nki.ops) on _SAMPLE,
-    float64; `copy` left out (a chain that computes its input is casts)."""
-    import numpy as np
-
-    from torch_neuron.nki.ops import OPERATORS
-
-    with np.errstate(all="ignore"):
-        return tuple(torch.as_tensor(np.asarray(op.fn(_SAMPLE.numpy()), dtype=np.float64))
-                     for name, op in OPERATORS.items() if op.activation and name != "copy")
-
-
-def _is_activation_function(values) -> bool:
-    return any(torch.allclose(values, table, rtol=1e-4, atol=1e-5, equal_nan=True)
-               for table in _scalare_functions())
-
-
-def _same_values(body, nodes):
-    """{node: the first node that computes the same value}: Inductor may load one element or
-    repeat one operation several times in a loop body, which a compiler computes once."""
-    same, seen = {}, {}
-    pure = set(_EVALUATE) | {"load", "constant", "to_dtype"}
-    for n in nodes:
-        name = str(n.target)
-        if name in ("store", "store_reduction"):  # later loads of the buffer read anew
-            seen = {k: v for k, v in seen.items() if k[0] != "load" or k[1][0] != n.args[1]}
-        if name not in pure:
-            same[n] = n
-            continue
-        args = ((n.args[1], str(_index(body, n))) if name == "load" else
-                tuple(same.get(a, a) for a in n.args[1:]))
-        try:
-            same[n] = seen.setdefault((name, args, tuple(n.kwargs.items())), n)
-        except TypeError:  # an unhashable argument: left as its own value
-            same[n] = n
-    return same
-
-
-def _activation_chains(nodes, same, changes):
-    """{node: None} for the nodes of every chain of operations in the loop body that computes
-    one of ScalarE's activation functions of one value, and {output: output} for each
-    chain's result (Note [Fused kernel cost])."""
-    constant, entry = object(), {}  # entry: the one value a node is a function of
-    for n in nodes:
-        name = str(n.target)
-        if same[n] is not n:
-            entry[n] = entry[same[n]]
-        elif name == "constant":
-            entry[n] = constant
-        else:
-            roots = {entry[a] for a in n.args[1:] if a in entry} - {constant}
-            follows = name in _EVALUATE or name == "to_dtype"
-            entry[n] = roots.pop() if len(roots) == 1 and follows else n
-    chains = {}
-    for n in nodes:
-        if entry[n] is not n and entry[n] is not constant:
-            chains.setdefault(entry[n], []).append(n)
-    found = {}
-    for root, chain in chains.items():
-        members = set(chain)
-        outputs = [n for n in chain if any(u not in members for u in n.users)]
-        steps = {same[n] for n in chain if str(n.target) != "to_dtype"} - {root}
-        if len(outputs) != 1 or len(steps) < 2 or not changes[root]:
-            continue
-        values = {n: _SAMPLE for n in [root, *chain] if same[n] is root}
-        try:
-            for n in chain:
-                if n in values:
-                    continue
-                args = [values[a] if a in values else
-                        torch.tensor(float(a.args[1]), dtype=torch.float64)
-                        if hasattr(a, "target") and str(a.target) == "constant" else a
-                        for a in n.args[1:]]
-                if str(n.target) == "to_dtype":
-                    if not args[1].is_floating_point:
-                        raise KeyError(n.target)
-                    values[n] = args[0]
-                else:
-                    values[n] = _EVALUATE[str(n.target)](*args)
-        except (KeyError, TypeError, ValueError, OverflowError, RuntimeError):
-            continue  # an operation the sample cannot follow: not a function we know
-        if _is_activation_function(values[outputs[0]]):
-            found.update({n: None for n in chain})
-            found[outputs[0]] = outputs[0]
-    return found
-
-
-def _instructions(body):
-    """(ScalarE activations, VectorE two-input instructions, VectorE one-input instructions)
-    of one loop body (Note [Fused kernel cost])."""
-    nodes = [n for n in body.get_nodes() if n.op == "call_method"]
-    loop_vars = [*body.iter_vars, *body.reduce_vars]
-    innermost = loop_vars[-1] if len(loop_vars) > 1 else None
-
-    changes = {}  # value -> whether it changes along the innermost (free) dimension
-    for n in nodes:
-        changes[n] = (innermost is None or innermost in _index(body, n).free_symbols
-                      if str(n.target) == "load" else
-                      any(changes.get(a, False) for a in n.args[1:]))
-    same = _same_values(body, nodes)
-    chains = _activation_chains(nodes, same, changes)
-    # Values the same along the innermost (free) dimension: constants, loads that do not move
-    # along it (a row's mean) and arithmetic on them, which an instruction takes as a
-    # per-partition scalar operand.
-    scalars = set()
-    positions = set()  # values computed from the loop indices alone (addresses, not data)
-    activations, two_input = [], []
-    instruction_of = {}  # value -> the one-input instruction that computes it
-    operators = {}  # one-input instruction (its first node) -> its operator names
-    for n in nodes:
-        name = str(n.target)
-        if n in chains:  # a chain that is one activation function: its output is that
-            if chains[n] is not None:
-                activations.append(n)
-            continue
-        if same[n] is not n:  # computed before: the same value, no instruction
-            first = same[n]
-            for values in (scalars, positions):
-                if first in values:
-                    values.add(n)
-            if first in instruction_of:
-                instruction_of[n] = instruction_of[first]
-            continue
-        operands = [a for a in n.args[1:] if hasattr(a, "op")]
-        tensors = [a for a in operands if a not in scalars]
-        if name == "constant" or (name == "load" and innermost is not None
-                                  and innermost not in _index(body, n).free_symbols):
-            scalars.add(n)
-        elif (operands and all(a in scalars for a in operands)
-              and name not in ("store", "store_reduction", "reduction")):
-            scalars.add(n)  # arithmetic on per-partition scalars: one element per row
-        elif name == "index_expr" or (tensors and all(a in positions for a in tensors)):
-            positions.add(n)
-        elif name == "where" and tensors[0] in positions and all(
-                a.op == "call_module" for a in tensors[1:]):
-            pass  # concatenation or padding: each element is loaded from one place (DMA)
-        elif name in _NO_INSTRUCTION:
-            # A cast is the dtype its producer writes: it passes that instruction on.
-            if name.startswith("to_dtype") and tensors and tensors[0] in instruction_of:
-                instruction_of[n] = instruction_of[tensors[0]]
-        elif name in TRANSCENDENTAL:
-            activations.append(n)
-        elif name == "reduction":
-            operators[n] = [name]  # tensor_reduce: one input; nothing chains into it
-        elif len(tensors) >= 2:
-            two_input.append(n)
-        else:
-            # tensor_scalar applies two operators: the second of a chain joins the first's
-            # instruction when nothing else reads the value between them.
-            source = instruction_of.get(tensors[0]) if tensors else None
-            if (source is not None and len(operators[source]) == 1
-                    and len(tensors[0].users) == 1):
-                operators[source].append(name)
-                instruction_of[n] = source
-            else:
-                operators[n] = [name]
-                instruction_of[n] = n
-
-    def absorb(consumer, most, applies):
-        # Drops the one-input instruction that feeds only `consumer` when `consumer` applies
-        # its operators itself (at most `most` of them, each passing `applies`).
-        for value in consumer.args[1:]:
-            source = instruction_of.get(value) if hasattr(value, "op") else None
-            if (source in operators and len(value.users) == 1
-                    and len(operators[source]) <= most and all(map(applies, operators[source]))):
-                del operators[source]
-                return
-
-    for n in activations:  # func(in * scale + bias)
-        absorb(n, 2, lambda op: op in _AFFINE)
-    for n in two_input:  # scalar_tensor_tensor: (in0 op0 scalar) op1 in1
-        absorb(n, 1, lambda op: op != "reduction")
-    return len(activations), len(two_input), len(operators)
 
 
 def _tensors(value):
@@ -384,7 +173,7 @@ class KernelWork:
             if node._body.op_counts.get("indirect_indexing", 0):
                 self.loops.append(("gpsimd", elements, False))
             else:
-                activations, tensor_tensor, one_input = _instructions(node._body)
+                activations, tensor_tensor, one_input = instructions(node._body)
                 passes = ([("scalar", elements, False)] * activations
                           + [("vector", elements, True)] * tensor_tensor
                           + [("vector", elements, False)] * one_input)

@@ -43,6 +43,8 @@ _EVALUATE = {
     "libdevice_exp": torch.exp, "libdevice_log": torch.log, "libdevice_sqrt": torch.sqrt,
     "libdevice_rsqrt": torch.rsqrt}
 _SAMPLE = torch.linspace(-8.0, 8.0, 4097, dtype=torch.float64)
+# Operations whose value follows from their operands alone (_same_values).
+_PURE = frozenset(_EVALUATE) | {"load", "constant", "to_dtype"}
 
 
 @functools.cache
@@ -67,12 +69,11 @@ def _same_values(body, nodes):
     """{node: the first node that computes the same value}: Inductor may load one element or
     repeat one operation several times in a loop body, which a compiler computes once."""
     same, seen = {}, {}
-    pure = set(_EVALUATE) | {"load", "constant", "to_dtype"}
     for n in nodes:
         name = str(n.target)
         if name in ("store", "store_reduction"):  # later loads of the buffer read anew
             seen = {k: v for k, v in seen.items() if k[0] != "load" or k[1][0] != n.args[1]}
-        if name not in pure:
+        if name not in _PURE:
             same[n] = n
             continue
         args = ((n.args[1], str(_index(body, n))) if name == "load" else
@@ -110,27 +111,39 @@ def _activation_chains(nodes, same, changes):
         steps = {same[n] for n in chain if str(n.target) != "to_dtype"} - {root}
         if len(outputs) != 1 or len(steps) < 2 or not changes[root]:
             continue
-        values = {n: _SAMPLE for n in [root, *chain] if same[n] is root}
-        try:
-            for n in chain:
-                if n in values:
-                    continue
-                args = [values[a] if a in values else
-                        torch.tensor(float(a.args[1]), dtype=torch.float64)
-                        if hasattr(a, "target") and str(a.target) == "constant" else a
-                        for a in n.args[1:]]
-                if str(n.target) == "to_dtype":
-                    if not args[1].is_floating_point:
-                        raise KeyError(n.target)
-                    values[n] = args[0]
-                else:
-                    values[n] = _EVALUATE[str(n.target)](*args)
-        except (KeyError, TypeError, ValueError, OverflowError, RuntimeError):
-            continue  # an operation the sample cannot follow: not a function we know
-        if _is_activation_function(values[outputs[0]]):
+        result = _evaluate_chain(root, chain, same, outputs[0])
+        if result is not None and _is_activation_function(result):
             found.update({n: None for n in chain})
             found[outputs[0]] = outputs[0]
     return found
+
+
+def _evaluate_chain(root, chain, same, output):
+    """`output`'s values when the chain's root takes _SAMPLE's, float64; None when an
+    operation is one the sample cannot follow (then it is no function we know)."""
+    values = {n: _SAMPLE for n in [root, *chain] if same[n] is root}
+
+    def value(a):
+        if a in values:
+            return values[a]
+        if hasattr(a, "target") and str(a.target) == "constant":
+            return torch.tensor(float(a.args[1]), dtype=torch.float64)
+        return a  # a Python number or a dtype
+
+    try:
+        for n in chain:
+            if n in values:
+                continue
+            args = [value(a) for a in n.args[1:]]
+            if str(n.target) == "to_dtype":
+                if not args[1].is_floating_point:
+                    return None  # a cast to an integer type changes the values
+                values[n] = args[0]
+            else:
+                values[n] = _EVALUATE[str(n.target)](*args)
+    except (KeyError, TypeError, ValueError, OverflowError, RuntimeError):
+        return None
+    return values[output]
 
 
 def instructions(body):
@@ -171,8 +184,7 @@ def instructions(body):
             continue
         operands = [a for a in n.args[1:] if hasattr(a, "op")]
         tensors = [a for a in operands if a not in scalars]
-        if name == "constant" or (name == "load" and innermost is not None
-                                  and innermost not in _index(body, n).free_symbols):
+        if name == "constant" or (name == "load" and not changes[n]):
             scalars.add(n)
         elif (operands and all(a in scalars for a in operands)
               and name not in ("store", "store_reduction", "reduction")):

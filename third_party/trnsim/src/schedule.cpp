@@ -180,8 +180,9 @@ ScheduleResult Schedule::run() const {
   const double bandwidth = instance_->core_stream_gbps();  // bytes per ns
   // The bandwidth shared equally by the transfers in flight, none above its cap: the capped
   // ones, least first, take their cap when it is under the equal share of what is left.
+  std::vector<Transfer*> by_cap;  // reused at every event: run()'s loop is hot
   auto set_rates = [&] {
-    std::vector<Transfer*> by_cap;
+    by_cap.clear();
     for (Transfer& t : shared) by_cap.push_back(&t);
     std::sort(by_cap.begin(), by_cap.end(),
               [](const Transfer* a, const Transfer* b) { return a->cap < b->cap; });

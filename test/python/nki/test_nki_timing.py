@@ -1,6 +1,6 @@
 """NKI instruction-level timing (Note [Kernel schedule], Note [ISA instruction costs]):
 durations against the ISA stub's published formulas computed here by hand, dependency
-scheduling, profiles and traces, and kernels charged to a neuron stream.
+scheduling, the compiler's dropping of repeated instructions, profiles and traces, and kernels charged to a neuron stream.
 
 Hand-computation facts: Trainium2 engine clocks TensorE 2.4 GHz, VectorE 0.96 GHz, ScalarE 1.2
 GHz, GpSimdE 1.2 GHz (trnsim instance.cpp, from the Trn2 architecture page); MIN_II = 64 cycles;
@@ -24,6 +24,9 @@ import torch_neuron.nki.language as nl
 
 TENSOR_GHZ, VECTOR_GHZ, SCALAR_GHZ, GPSIMD_GHZ = 2.4, 0.96, 1.2, 1.2
 MIN_II = 64
+# An instruction that reads the output of the one before it on VectorE or ScalarE: + 100 cycles
+# (trnsim Note [Dependent instruction overhead], NKI architecture guide).
+DEPENDENT = 100
 LAUNCH_US = 1.5  # trnsim cost.h kLaunchOverheadNs
 
 
@@ -67,13 +70,13 @@ def test_instruction_durations_equal_the_published_formulas():
         0: 1000 / VECTOR_GHZ,                     # memset: max(MIN_II, N)
         1: 1000 / SCALAR_GHZ,                     # activation: max(MIN_II, N)
         2: MIN_II / SCALAR_GHZ,                   # activation, N = 10 < MIN_II
-        3: 2 * 1000 / VECTOR_GHZ,                 # tensor_tensor, both SBUF fp32: 2N
+        3: (2 * 1000 + DEPENDENT) / VECTOR_GHZ,   # tensor_tensor, both SBUF fp32: 2N; reads 0
         4: MIN_II / VECTOR_GHZ,                   # memset 0 to bf16: max(MIN_II, N/2) = 64
         5: 512 / VECTOR_GHZ,
         6: 512 / TENSOR_GHZ,                      # max(min(64, 128), 512), bf16
         7: 4 * max(min(64, 32), 16) / TENSOR_GHZ,  # fp32: 4x
-        8: 512 / VECTOR_GHZ,
-        9: 256 / VECTOR_GHZ,                      # tensor_reduce bf16 add: N/2
+        8: (512 + DEPENDENT) / VECTOR_GHZ,        # reads 5's output
+        9: (256 + DEPENDENT) / VECTOR_GHZ,        # tensor_reduce bf16 add: N/2; reads 8's
     }
     for i, ns in expected.items():
         assert duration_ns(p, i) == pytest.approx(ns, rel=1e-9), (i, names[i])
@@ -125,6 +128,34 @@ def test_independent_streams_overlap_dependent_serialise_reuse_waits():
     assert p.critical_path[0].index == 0 and all(":" in s for s in lines)
     src = Path(__file__).name
     assert all(s.split(":")[0].endswith(src) for s in lines)
+
+
+@nki.jit(platform_target="trn2")
+def chain_and_fan(x):
+    a = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=a, value=1.0)                               # 0 VectorE
+    b = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=b, src=a)                              # 1 reads 0's output
+    c = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=c, data=a, op0=nl.multiply, operand0=2.0)  # 2 reads a, not 1's
+    e = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=e, op=nl.exp, data=c)                   # 3 ScalarE, first on it
+    f = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=f, op=nl.exp, data=e)                   # 4 reads 3's output
+    g = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=g, op=nl.exp, data=b)                   # 5 reads b, not 4's output
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+def test_reading_the_previous_instructions_output_costs_100_cycles_more():
+    p = nki.profile(chain_and_fan, np.zeros(4, np.float32))
+    assert duration_ns(p, 1) == pytest.approx((512 + DEPENDENT) / VECTOR_GHZ)
+    assert duration_ns(p, 2) == pytest.approx(512 / VECTOR_GHZ)
+    assert duration_ns(p, 3) == pytest.approx(512 / SCALAR_GHZ)
+    assert duration_ns(p, 4) == pytest.approx((512 + DEPENDENT) / SCALAR_GHZ)
+    assert duration_ns(p, 5) == pytest.approx(512 / SCALAR_GHZ)
 
 
 @nki.jit(platform_target="trn2")

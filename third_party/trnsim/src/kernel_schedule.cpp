@@ -37,6 +37,22 @@ bool releaser(const Schedule& s, const ScheduleResult& r, const std::vector<int6
   return best >= 0 && std::abs(best - start) <= 1e-6 * std::max(1.0, start);
 }
 
+bool overlap(const KernelRegion& a, const KernelRegion& b) {
+  if (a.memory != b.memory || a.begin >= b.end || b.begin >= a.end) return false;
+  if (a.memory == KernelMemory::Hbm) return a.buffer == b.buffer;
+  return a.p0 < b.p1 && b.p0 < a.p1;
+}
+
+// Whether `ki` reads what `previous` writes (Note [Dependent instruction overhead]).
+bool reads_output_of(const KernelInstruction& ki, const KernelInstruction& previous) {
+  for (const KernelRegion& r : ki.reads) {
+    for (const KernelRegion& w : previous.writes) {
+      if (overlap(r, w)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 double KernelTiming::utilization(Engine engine) const {
@@ -90,6 +106,9 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
   std::vector<ProgramSchedule> cores;
   cores.reserve(programs);
   for (int p = 0; p < programs; ++p) cores.emplace_back(core, dma_queues);
+  // Per program and engine, the last compute instruction issued (an index into instructions).
+  std::vector<std::array<int64_t, kEngineCount>> last_on_engine(programs);
+  for (auto& last : last_on_engine) last.fill(-1);
 
   for (size_t k = 0; k < instructions.size(); ++k) {
     const KernelInstruction& ki = instructions[k];
@@ -116,6 +135,12 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
       ins.max_rate = dma_transfer_cap(core, ki);
     } else {
       ins.duration_ns = isa_duration_ns(core, ki.isa);
+      int64_t& last = last_on_engine[ki.program][static_cast<int>(ki.isa.engine)];
+      const bool pipelined = ki.isa.engine == Engine::Vector || ki.isa.engine == Engine::Scalar;
+      if (pipelined && last >= 0 && reads_output_of(ki, instructions[last])) {
+        ins.duration_ns += kDependentIssueOverheadCycles / engine_ghz(core, ki.isa.engine);
+      }
+      last = static_cast<int64_t>(k);
     }
     ps.schedule.add(std::move(ins));
     ps.kernel_index.push_back(static_cast<uint32_t>(k));

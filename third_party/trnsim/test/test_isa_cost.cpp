@@ -145,6 +145,25 @@ TEST(KernelSchedule, DisjointQuadrantsOfOneTileDoNotOrder) {
   EXPECT_EQ(t.critical_path.back(), 2u);
 }
 
+TEST(KernelSchedule, ReadingThePreviousInstructionsOutputCostsTheDependentOverhead) {
+  const InstanceSpec core = physical_core(trn2());
+  const IsaInstruction copy = isa(IsaKind::TensorCopy, Engine::Vector, 128, 512);
+  const IsaInstruction gpsimd = isa(IsaKind::TensorCopy, Engine::GpSimd, 128, 512);
+  std::vector<KernelInstruction> prog{
+      kernel_ins(copy, {}, {sbuf(0, 128, 0, 2048)}),
+      kernel_ins(copy, {sbuf(0, 128, 0, 2048)}, {sbuf(0, 128, 4096, 6144)}),  // reads 0's
+      kernel_ins(copy, {sbuf(0, 128, 0, 2048)}, {sbuf(0, 128, 8192, 10240)}),  // not 1's
+      kernel_ins(gpsimd, {sbuf(0, 128, 8192, 10240)}, {sbuf(0, 128, 12288, 14336)}),
+  };
+  const KernelTiming t = schedule_kernel(core, 16, 1, prog);
+  auto duration = [&](int i) { return t.times[i].end_ns - t.times[i].start_ns; };
+  EXPECT_NEAR(duration(0), 512 / 0.96, 1e-9);
+  EXPECT_NEAR(duration(1), (512 + kDependentIssueOverheadCycles) / 0.96, 1e-9);
+  EXPECT_NEAR(duration(2), 512 / 0.96, 1e-9);
+  // GpSimdE: the guide states the overhead for VectorE and ScalarE only.
+  EXPECT_NEAR(duration(3), 512 / 1.2, 1e-9);
+}
+
 TEST(KernelSchedule, DmaPaysItsLatencyThenItsBytes) {
   const InstanceSpec core = physical_core(trn2());
   // One physical Trainium2 core streams min(16 x 23, 2900 / 8) = 362.5 GB/s.

@@ -20,9 +20,10 @@
 // gives no formula for are assumptions, marked where they are defined (isa_cost.cpp):
 // tensor_partition_reduce (GPSIMD_START + N), select_reduce (the architecture guide's rule
 // for two input tiles, max(MIN_II, 2N)).
-// Cycles become time at the engine's clock (instance.cpp). The static overhead of ~100 cycles
-// that VectorE adds between back-to-back dependent instructions (NKI architecture guide,
-// "Vector Engine") is not added: the formulas above are already the costs AWS documents.
+// Cycles become time at the engine's clock (instance.cpp). The formulas are throughput costs;
+// an instruction that reads the output of the instruction just before it on VectorE or ScalarE
+// also pays a static overhead of 100 cycles (Note [Dependent instruction overhead],
+// kernel_schedule.h).
 //
 // A dma_copy pays, per instruction, the DMA's fixed "descriptor setup, synchronization, and
 // semaphore-to-start latency (~1300 ns cross-engine)" (nki/deep-dives/nki-dma-bandwidth-guide.rst),
@@ -102,6 +103,12 @@ constexpr int64_t kIsaMinII = 64;
 // "GPSIMD_START is the instruction startup overhead on GpSimdE, roughly 150 engine cycles"
 // (ISA stub, affine_select; iota: "150 + N").
 constexpr int64_t kGpSimdStartCycles = 150;
+// "with every instruction depending on the output tile of the previous instruction, we need to
+// add a static instruction overhead of 100 engine cycles" (NKI architecture guide,
+// nki/guides/architecture/trainium_inferentia2_arch.rst, Vector Engine, Performance
+// Consideration; its Scalar Engine section: "all the performance notes discussed for Vector
+// Engine earlier are applicable to Scalar Engine").
+constexpr int64_t kDependentIssueOverheadCycles = 100;
 // The DMA fixed latency per transfer, ns (DMA bandwidth guide, "~1300 ns cross-engine").
 constexpr double kDmaFixedLatencyNs = 1300.0;
 // Note [DMA payload efficiency]: {bytes per descriptor, fraction of the peak throughput}.

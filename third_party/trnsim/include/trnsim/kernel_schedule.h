@@ -29,6 +29,15 @@
 // HBM are not modelled (NKI orders them only with explicit barriers, which are not
 // implemented). The makespan is the slowest program's.
 //
+// Note [Dependent instruction overhead]
+// VectorE and ScalarE are pipelined: the ISA formulas are the cycles between back-to-back
+// independent instructions. An instruction that reads a tile the previous instruction of its
+// engine writes cannot enter the pipeline until that one leaves it; the architecture guide
+// charges this as a static overhead of 100 engine cycles (kDependentIssueOverheadCycles). So an
+// instruction on VectorE or ScalarE whose reads overlap the writes of the instruction before it
+// in its engine's queue (program order) takes 100 cycles more. The guide's other case, "many
+// back-to-back instructions with N << 128", is left to MIN_II: it gives no threshold for "<<".
+//
 // Critical path: from the instruction that ends last, repeatedly the instruction that released
 // it (the dependency or the previous instruction of its queue that ended exactly when it
 // started); a kernel instruction appears once even when it is two schedule instructions.

@@ -17,6 +17,7 @@
 #include <IActivityProfiler.h>
 #include <libkineto.h>
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -24,8 +25,12 @@
 
 #include <trnsim/queue.h>
 
+#include "profiler/KinetoPlugin.h"
+
 namespace torch_neuron {
 namespace {
+
+std::atomic<bool> session_recording{false};
 
 // What a launch leaves for the trace: the record and the host time it was launched at.
 struct Launch {
@@ -39,7 +44,7 @@ thread_local std::vector<uint64_t> correlation_stack;
 class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
   ~NeuronProfilerSession() override {
-    if (recording_) trnsim::set_trace_observer(nullptr);
+    if (recording_) stop_recording();
   }
 
   void start() override {
@@ -50,12 +55,12 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       std::lock_guard<std::mutex> lock(mutex_);
       launches_.push_back({record, now});
     });
+    session_recording = true;
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
   void stop() override {
-
-    trnsim::set_trace_observer(nullptr);
+    stop_recording();
     end_ns_ = c10::getTime();
     status_ = libkineto::TraceStatus::PROCESSING;
   }
@@ -109,6 +114,12 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
   }
 
  private:
+  void stop_recording() {
+    trnsim::set_trace_observer(nullptr);
+    session_recording = false;
+    recording_ = false;
+  }
+
   bool recording_ = false;
   int64_t start_ns_ = 0;
   int64_t end_ns_ = 0;
@@ -142,4 +153,7 @@ class NeuronActivityProfiler final : public libkineto::IActivityProfiler {
 REGISTER_PRIVATEUSE1_PROFILER(NeuronActivityProfiler);
 
 }  // namespace
+
+bool kineto_session_recording() { return session_recording; }
+
 }  // namespace torch_neuron

@@ -9,12 +9,19 @@
 // the profiler's overhead close to the CPU profiler's. Without these stubs PyTorch's default
 // ones throw on every op, which left the profiler with unfinished events (negative times) and
 // made it slow.
+//
+// Once Kineto has started neuron's plugin (any torch.profiler.profile() in the process), the
+// legacy profiler's use_device="neuron" sessions record the plugin's device activities too
+// (Note [torch.profiler device activities]), and PyTorch adds both to an op's device time. So a
+// reading taken while a plugin session records carries no device time: the plugin's activity
+// is the op's time, counted once.
 #include <torch/csrc/profiler/stubs/base.h>
 
 #include <c10/util/ApproximateClock.h>
 
 #include <memory>
 
+#include "profiler/KinetoPlugin.h"
 #include "runtime/Runtime.h"
 #include "runtime/Stream.h"
 
@@ -24,6 +31,7 @@ namespace {
 struct ClockReading {
   c10::DeviceIndex device;
   double ns;  // the current stream's simulated clock
+  bool plugin_recording;  // the Kineto plugin times this op (see above)
 };
 
 struct NeuronProfilerStubs final : torch::profiler::impl::ProfilerStubs {
@@ -32,7 +40,8 @@ struct NeuronProfilerStubs final : torch::profiler::impl::ProfilerStubs {
     const c10::DeviceIndex index = current_device();
     if (device != nullptr) *device = index;
     if (event != nullptr) {
-      *event = std::make_shared<ClockReading>(ClockReading{index, current_queue(index).now_ns()});
+      *event = std::make_shared<ClockReading>(
+          ClockReading{index, current_queue(index).now_ns(), kineto_session_recording()});
     }
     if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
   }
@@ -43,6 +52,7 @@ struct NeuronProfilerStubs final : torch::profiler::impl::ProfilerStubs {
     const auto* a = static_cast<const ClockReading*>(start->get());
     const auto* b = static_cast<const ClockReading*>(end->get());
     if (a == nullptr || b == nullptr || a->device != b->device) return 0.0f;
+    if (a->plugin_recording || b->plugin_recording) return 0.0f;
     return static_cast<float>((b->ns - a->ns) / 1e3);
   }
 

@@ -13,9 +13,12 @@ one channel tile the tutorial's six steps are: ScalarE's activation computes exp
 with A's column as the per-partition scale (steps 1 and 2); VectorE multiplies delta by u,
 then by B's row broadcast across the partitions (3); tensor_tensor_scan runs the recurrence
 along the sequence (4); VectorE multiplies by C's row broadcast (5) and adds the result into
-the accumulator over states (6). B's and C's rows are broadcast with the tile method
-`broadcast_to`, as the tutorial's kernels of Neuron 2.20 (the ones it timed) do: TensorE's
-ones-matmul into PSUM, read there by VectorE. The versions differ in their loops:
+the accumulator over states (6). Step 3's delta x u is the same for every state: written
+once per state, as in the tutorial, it is scheduled once per channel tile in v2 and v3 (the
+compiler drops repeated instructions, Note [Redundant instructions]). B's and C's rows are
+broadcast with the tile method `broadcast_to`, as the tutorial's kernels of Neuron 2.20 (the
+ones it timed) do: TensorE's ones-matmul into PSUM, read there by VectorE. The versions differ
+in their loops:
 
 - `mamba_v1`: states outside, channel tiles inside; delta and u are loaded at every step, and
   one accumulator holds every channel tile until the end.
@@ -46,9 +49,10 @@ def _step(delta_t, u_t, a_col, b_row, c_row, init, acc):
     P, n = delta_t.shape
     decay = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=decay, op=nl.exp, data=delta_t, scale=a_col)
+    delta_u = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=delta_u, data1=delta_t, data2=u_t, op=nl.multiply)
     drive = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=drive, data1=delta_t, data2=u_t, op=nl.multiply)
-    nisa.tensor_tensor(dst=drive, data1=drive, data2=b_row.broadcast_to((P, n)),
+    nisa.tensor_tensor(dst=drive, data1=delta_u, data2=b_row.broadcast_to((P, n)),
                        op=nl.multiply)
     state = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor_scan(dst=state, data0=decay, data1=drive, initial=init,

@@ -39,6 +39,8 @@ class KernelProfile:
         self.dma_queue_busy = {q: (b / span if span > 0 else 0.0)
                                for q, b in enumerate(timing["dma_queue_busy_ns"])}
         self.instructions = dict(zip(ENGINES, (int(n) for n in timing["instructions"])))
+        # Repeats of earlier instructions, not scheduled (Note [Redundant instructions]).
+        self.dropped = int(timing.get("dropped", 0))
         self.hbm_bytes = timing["hbm_bytes"]
         self.flops = timing["flops"]
         self._start, self._end = timing["start_ns"], timing["end_ns"]
@@ -99,7 +101,9 @@ class KernelProfile:
             json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, f)
 
     def summary(self) -> str:
-        lines = [f"{self.time_us:.3f} us, bound by {self.bound}"]
+        lines = [f"{self.time_us:.3f} us, bound by {self.bound}"
+                 + (f" ({self.dropped} repeated instruction{'s' * (self.dropped != 1)} "
+                    f"dropped)" if self.dropped else "")]
         for e in ENGINES:
             lines.append(f"  {e:8s} {self.busy[e] * 100:6.1f}% busy, "
                          f"{self.instructions[e]} instructions")

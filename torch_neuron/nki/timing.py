@@ -8,13 +8,16 @@ kind, its engine, the partitions and elements per partition of the operand the f
 the dtypes and ALU operator its conditions mention, and for a dma_copy its bytes and
 descriptors; plus its read and written regions. The records go over in one call, as two int64
 arrays (one row per instruction, one per region), so timing 100,000 instructions costs one
-Python loop and one C++ call, not a call per instruction.
+Python loop and one C++ call, not a call per instruction. Before that, the instructions the
+compiler would not emit (repeats of earlier ones) are left out (Note [Redundant instructions]
+in redundancy.py): what the schedule gets is the program the hardware runs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from torch_neuron.nki import redundancy
 from torch_neuron.nki.errors import UnsupportedError
 
 KINDS = {name: i for i, name in enumerate((
@@ -64,8 +67,12 @@ def _role(record, role):
     return None
 
 
-def encode(records) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """(instruction rows, region rows, HBM bytes moved, matmul FLOPs) for _C._nki_schedule."""
+def encode(records, extra_reads=None, extra_writes=None
+           ) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """(instruction rows, region rows, HBM bytes moved, matmul FLOPs) for _C._nki_schedule;
+    `extra_reads`/`extra_writes`: position in `records` -> more regions it reads / writes
+    (Note [Redundant instructions])."""
+    extra_reads, extra_writes = extra_reads or {}, extra_writes or {}
     rows = np.zeros((len(records), 15), dtype=np.int64)
     regions: list[tuple] = []
     hbm_bytes, flops = 0, 0.0
@@ -100,12 +107,14 @@ def encode(records) -> tuple[np.ndarray, np.ndarray, int, float]:
         if r.name == "dma_copy":
             hbm_bytes += nbytes
         op = attrs.get("op") or attrs.get("op0")
+        reads = r.reads + tuple(extra_reads.get(i, ()))
+        writes = r.writes + tuple(extra_writes.get(i, ()))
         rows[i] = (kind, _ENGINE_CODE[r.engine], r.dma_queue or 0, r.core,
                    main.partitions or 1, main.elements_per_partition, stationary, in_dtype,
                    _dtype(dst.dtype),
                    _OP_CODE.get(op, 0), flags, nbytes, int(attrs.get("descriptors", 0)),
-                   len(r.reads), len(r.writes))
-        for g in r.reads + r.writes:
+                   len(reads), len(writes))
+        for g in reads + writes:
             p0, p1 = g.partitions or (0, 0)
             regions.append((_MEMORY[g.space], g.buffer, p0, p1, g.address[0], g.address[1]))
     region_rows = np.array(regions, dtype=np.int64).reshape(-1, 6)
@@ -116,7 +125,24 @@ def schedule(run) -> dict:
     """trnsim's schedule of a KernelRun's records (see _C._nki_schedule for the keys)."""
     from torch_neuron import _C
 
-    rows, regions, hbm_bytes, flops = encode(run.records)
+    records = run.records
+    plan = redundancy.find(records)
+    position = {index: n for n, index in enumerate(plan.kept)}
+    rows, regions, hbm_bytes, flops = encode(
+        [records[i] for i in plan.kept],
+        {position[i]: g for i, g in plan.reads.items()},
+        {position[i]: g for i, g in plan.writes.items()})
     result = _C._nki_schedule(run.target.core, run.target.dma_queues, run.lnc, rows, regions)
+    # Back to one entry per record: a dropped instruction takes no time, at the end of the one
+    # whose result it repeats.
+    kept = np.asarray(plan.kept, dtype=np.int64)
+    for key in ("start_ns", "end_ns"):
+        full = np.zeros(len(records))
+        full[kept] = result[key]
+        result[key] = full
+    for dropped, index in plan.producer.items():
+        result["start_ns"][dropped] = result["end_ns"][dropped] = result["end_ns"][index]
+    result["critical_path"] = [plan.kept[n] for n in result["critical_path"]]
+    result["dropped"] = len(plan.producer)
     result["hbm_bytes"], result["flops"] = hbm_bytes, flops
     return result

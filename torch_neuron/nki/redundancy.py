@@ -17,9 +17,12 @@ wherever its result goes. Readers of the dropped instruction's result then wait 
 earlier instruction instead, through a region that stands for that value (the compiler keeps
 it alive elsewhere; the SBUF it takes is not counted). Only instructions whose record holds
 everything that decides their result are candidates (`_PURE`: no immediate operands, no engine
-registers, no randomness); loads (dma_copy) never are: the tutorials hoist loads by hand
-because the compiler does not (nki/guides/tutorials/matrix_multiplication.rst, "hoisting
-them out of the innermost loop"). Values are tracked only in SBUF and PSUM.
+registers, no randomness). Loads (dma_copy) never are: the matrix multiplication tutorial's
+"Optimization 1: Removing Redundant Loads" gains by hoisting repeated loads by hand
+(nki/guides/tutorials/matrix_multiplication.rst), so the compiler leaves most of them in
+place, and which ones it drops (the Mamba tutorial's v1 profile reports delta and u reloaded
+"around 7 times" for 16 loads in the source) depends on its SBUF allocation, which is not
+documented. Values are tracked only in SBUF and PSUM.
 
 The functional results are unaffected (each instruction still computes); only the schedule
 changes. The profile keeps every record and gives a dropped one no time.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from torch_neuron.nki.errors import UnsupportedError
 from torch_neuron.nki.records import Region
 
 # Instructions whose record (name, engine, options, operand shapes, dtypes and views, read
@@ -60,8 +64,8 @@ def _contains(outer: Region, inner: Region) -> bool:
 
 def _value_region(value: int) -> Region:
     if value >= VALUE_BUFFER_BASE:
-        raise ValueError(f"a kernel of more than {VALUE_BUFFER_BASE} written tiles cannot be "
-                         f"scheduled")
+        raise UnsupportedError(f"a kernel that writes on-chip tiles more than "
+                               f"{VALUE_BUFFER_BASE} times cannot be scheduled")
     return Region("hbm", VALUE_BUFFER_BASE + value, None, (0, 1))
 
 

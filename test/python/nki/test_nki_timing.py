@@ -1,6 +1,7 @@
 """NKI instruction-level timing (Note [Kernel schedule], Note [ISA instruction costs]):
 durations against the ISA stub's published formulas computed here by hand, dependency
-scheduling, the compiler's dropping of repeated instructions, profiles and traces, and kernels charged to a neuron stream.
+scheduling, the overhead of dependent instructions, profiles and traces, and kernels charged
+to a neuron stream.
 
 Hand-computation facts: Trainium2 engine clocks TensorE 2.4 GHz, VectorE 0.96 GHz, ScalarE 1.2
 GHz, GpSimdE 1.2 GHz (trnsim instance.cpp, from the Trn2 architecture page); MIN_II = 64 cycles;

@@ -54,9 +54,9 @@ def test_host_times_are_sane_and_the_device_stays_usable():
     assert torch.equal((torch.ones(2, device="neuron") * 2).cpu(), torch.full((2,), 2.0))
 
 
-def test_matmul_device_time_matches_the_cost_model():
-    a = torch.randn(1024, 1024, device="neuron")
-    torch.mm(a, a)  # warm up
+def assert_mm_device_time_is_its_simulated_time(a):
+    """Profiles one torch.mm(a, a) with the autograd profiler: its device time must be the
+    simulated time it took."""
     start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
     with torch.autograd.profiler.profile(use_device="neuron") as prof:
         start.record()
@@ -64,6 +64,12 @@ def test_matmul_device_time_matches_the_cost_model():
         end.record()
     mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
     assert mm.self_device_time_total == pytest.approx(start.elapsed_time(end) * 1e3, abs=1.0)
+
+
+def test_matmul_device_time_matches_the_cost_model():
+    a = torch.randn(1024, 1024, device="neuron")
+    torch.mm(a, a)  # warm up
+    assert_mm_device_time_is_its_simulated_time(a)
 
 
 def test_device_time_is_counted_once_after_a_torch_profiler_session():
@@ -73,13 +79,7 @@ def test_device_time_is_counted_once_after_a_torch_profiler_session():
     a = torch.randn(1024, 1024, device="neuron")
     with torch.profiler.profile():
         torch.mm(a, a)
-    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
-    with torch.autograd.profiler.profile(use_device="neuron") as prof:
-        start.record()
-        torch.mm(a, a)
-        end.record()
-    mm = next(e for e in prof.key_averages() if e.key == "aten::mm")
-    assert mm.self_device_time_total == pytest.approx(start.elapsed_time(end) * 1e3, abs=1.0)
+    assert_mm_device_time_is_its_simulated_time(a)
 
 
 # torch.profiler with ProfilerActivity.PrivateUse1: device activities from neuron's Kineto

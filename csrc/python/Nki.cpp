@@ -33,7 +33,10 @@ enum Column {
 };
 // Columns of the region array.
 enum RegionColumn { kMemory, kBuffer, kP0, kP1, kBegin, kEnd, kRegionColumns };
-constexpr int64_t kDoubleRow = 1, kPsumAndSbuf = 2, kZeroFill = 4;
+constexpr int64_t kDoubleRow = 1, kPsumAndSbuf = 2, kZeroFill = 4, kStrided = 8;
+// Flags bits from here on: the engines the compiler may choose from (1 << Engine each; Note
+// [Engine choice] in trnsim/kernel_schedule.h).
+constexpr int kEngineChoicesShift = 8;
 
 const trnsim::InstanceSpec& instance_with_core(const std::string& core_version) {
   for (const auto& spec : trnsim::instance_table()) {
@@ -92,6 +95,8 @@ py::dict schedule(const std::string& core_version, int dma_queues, int programs,
     k.isa.double_row = flags & kDoubleRow;
     k.isa.psum_and_sbuf = flags & kPsumAndSbuf;
     k.isa.zero_fill = flags & kZeroFill;
+    k.isa.strided = flags & kStrided;
+    k.engine_choices = static_cast<uint8_t>((flags >> kEngineChoicesShift) & 0xff);
     k.isa.bytes = static_cast<uint64_t>(in(i, kBytes));
     k.isa.descriptors = static_cast<uint64_t>(in(i, kDescriptors));
     for (int64_t r = 0; r < in(i, kReads); ++r) k.reads.push_back(region(next_region++));
@@ -104,11 +109,14 @@ py::dict schedule(const std::string& core_version, int dma_queues, int programs,
     throw py::value_error(std::string("NKI kernel schedule: ") + e.what());
   }
   py::array_t<double> start(n), end(n);
+  py::array_t<int64_t> engines(n);
   auto s = start.mutable_unchecked<1>();
   auto e = end.mutable_unchecked<1>();
+  auto g = engines.mutable_unchecked<1>();
   for (int64_t i = 0; i < n; ++i) {
     s(i) = t.times[i].start_ns;
     e(i) = t.times[i].end_ns;
+    g(i) = static_cast<int64_t>(t.engines[i]);
   }
   py::dict out;
   out["makespan_ns"] = t.makespan_ns;
@@ -117,6 +125,7 @@ py::dict schedule(const std::string& core_version, int dma_queues, int programs,
   out["instructions"] = std::vector<uint64_t>(t.instructions.begin(), t.instructions.end());
   out["start_ns"] = start;
   out["end_ns"] = end;
+  out["engines"] = engines;
   out["critical_path"] = t.critical_path;
   out["programs"] = t.programs;
   return out;

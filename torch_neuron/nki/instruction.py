@@ -255,7 +255,8 @@ class _Instruction:
         run = self.run
         queue = run.next_dma_queue() if eng == "DMA" else None
         operands = tuple(Operand(role, t._data.shape, t._storage.dt.name, t._storage.space,
-                                 t.partitions, t.free_size, t._data.strides)
+                                 t.partitions, t.free_size,
+                                 tuple(s // t._data.itemsize for s in t._data.strides))
                          for role, t in self.operands)
         run.records.append(InstructionRecord(
             len(run.records), eng, self.name, operands,

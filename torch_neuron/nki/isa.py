@@ -59,6 +59,21 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
 
 
+def _copy_engine_choices(ins: _Instruction, dst: NkiTensor, src: NkiTensor) -> tuple:
+    """The engines the compiler may place a tensor_copy given no engine on (Note [Engine
+    choice] in trnsim/kernel_schedule.h; the tensor_copy page): VectorE; ScalarE from
+    NeuronCore-v3 on ("On NeuronCore v2, tensor_copy is not supported on the Scalar Engine"),
+    when its copy through FP32 gives the same values; GpSimdE unless an operand is in PSUM
+    ("GpSimd Engine cannot access PSUM")."""
+    choices = ["VectorE"]
+    through_fp32_exact = src.dtype != dst.dtype or src.dt.is_float or src.dt.itemsize <= 2
+    if ins.target.nc_version >= 3 and through_fp32_exact:
+        choices.append("ScalarE")
+    if MemoryRegion.psum not in (dst.buffer, src.buffer):
+        choices.append("GpSimdE")
+    return tuple(choices)
+
+
 def tensor_copy(dst, src, engine=engine.unknown, name=None):
     ins = _Instruction("tensor_copy")
     ins.tile(dst, "dst", read=False)
@@ -70,6 +85,11 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
                                             "NeuronCore-v2; use nisa.activation(op=nl.copy)")
     ins.no_psum_on_gpsimd(eng)
     ins.write(dst, _copy_values(ins, src, dst))
+    if engine in (None, unknown_engine):
+        choices = _copy_engine_choices(ins, dst, src)
+        if len(choices) > 1:
+            ins.record(eng, engines=choices)
+            return
     ins.record(eng)
 
 

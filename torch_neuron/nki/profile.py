@@ -44,12 +44,15 @@ class KernelProfile:
         self.hbm_bytes = timing["hbm_bytes"]
         self.flops = timing["flops"]
         self._start, self._end = timing["start_ns"], timing["end_ns"]
+        # Where each instruction ran: the compiler places a tensor_copy given no engine (Note
+        # [Engine choice] in trnsim/kernel_schedule.h).
+        self.engines = timing["engines"]
         self._makespan_ns, self._busy_ns = timing["makespan_ns"], list(timing["busy_ns"])
         self.critical_path = [self.instruction(i) for i in timing["critical_path"]]
 
     def instruction(self, index: int) -> TimedInstruction:
         r = self.records[index]
-        return TimedInstruction(index, r.engine, r.name, r.source,
+        return TimedInstruction(index, self.engines[index], r.name, r.source,
                                 float(self._start[index]) / 1e3, float(self._end[index]) / 1e3,
                                 r.dma_queue)
 
@@ -62,7 +65,7 @@ class KernelProfile:
         """Busy microseconds per (source line, engine), the engine time each line costs."""
         out: dict = {}
         for i, r in enumerate(self.records):
-            key = (r.source, r.engine)
+            key = (r.source, self.engines[i])
             out[key] = out.get(key, 0.0) + float(self._end[i] - self._start[i]) / 1e3
         return out
 
@@ -90,7 +93,7 @@ class KernelProfile:
             for e in ENGINES[:4]:
                 track(core, e)
         for i, r in enumerate(self.records):
-            name = r.engine if r.engine != "DMA" else f"DMA queue {r.dma_queue}"
+            name = self.engines[i] if r.engine != "DMA" else f"DMA queue {r.dma_queue}"
             start = float(self._start[i]) / 1e3
             events.append({"ph": "X", "name": r.name, "pid": r.core, "tid": track(r.core, name),
                            "ts": start, "dur": float(self._end[i]) / 1e3 - start,

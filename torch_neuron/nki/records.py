@@ -53,7 +53,7 @@ class Operand(NamedTuple):
     space: str
     partitions: int           # shape[0] on chip; 0 for HBM operands
     elements_per_partition: int
-    strides: tuple[int, ...] = ()   # the view's byte strides (its layout within its region)
+    strides: tuple[int, ...] = ()   # the view's strides in elements (its layout in its region)
 
 
 class InstructionRecord(NamedTuple):

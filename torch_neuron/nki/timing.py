@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torch_neuron.nki import redundancy
+from torch_neuron.nki import dtypes, redundancy
 from torch_neuron.nki.errors import UnsupportedError
 
 KINDS = {name: i for i, name in enumerate((
@@ -35,7 +35,12 @@ _FORMULA_OPERAND = {"dma_copy": "dst", "nc_matmul": "moving", "tensor_copy": "sr
                     "tensor_tensor": "data1", "memset": "dst", "iota": "dst",
                     "affine_select": "on_true_tile", "select_reduce": "on_true",
                     "tensor_tensor_scan": "data0"}
-_DOUBLE_ROW, _PSUM_AND_SBUF, _ZERO_FILL = 1, 2, 4
+_DOUBLE_ROW, _PSUM_AND_SBUF, _ZERO_FILL, _STRIDED = 1, 2, 4, 8
+_ENGINE_CHOICES_SHIFT = 8  # flags bits from here on: the engines it may run on, 1 << code each
+# Note [Strided access] (trnsim isa_cost.h): an on-chip access whose innermost free-dimension
+# stride exceeds this many bytes gets half of an SBUF/PSUM interface's bandwidth on
+# NeuronCore-v2 (trnsim decides per chip whether it applies).
+_FULL_RATE_STRIDE_BYTES = 16
 # Instructions costed with another instruction's formula. scalar_tensor_tensor: its page says
 # it has "approximately the same latency as a regular tensor_tensor instruction". The others
 # are assumptions (their pages publish no cost): tensor_scalar_reduce as tensor_scalar (the
@@ -58,6 +63,17 @@ def _dtype(name: str) -> int:
     if name.startswith("float8"):
         return 4
     return _DTYPE_CODE.get(name, 0)
+
+
+def _strided(operand) -> bool:
+    """Whether an on-chip operand's innermost free dimension of more than one element steps
+    over more than 16 bytes (Note [Strided access])."""
+    if operand.space not in ("sbuf", "psum"):
+        return False
+    for size, stride in zip(reversed(operand.shape[1:]), reversed(operand.strides[1:])):
+        if size > 1:
+            return abs(stride) * dtypes.resolve(operand.dtype).itemsize > _FULL_RATE_STRIDE_BYTES
+    return False
 
 
 def _role(record, role):
@@ -103,6 +119,10 @@ def encode(records, extra_reads=None, extra_writes=None
                 in_dtype = 0
         elif r.name == "memset" and attrs.get("zero"):
             flags |= _ZERO_FILL
+        if r.engine != "DMA" and any(_strided(o) for o in r.operands):
+            flags |= _STRIDED
+        for e in attrs.get("engines", ()):
+            flags |= 1 << (_ENGINE_CHOICES_SHIFT + _ENGINE_CODE[e])
         nbytes = int(attrs.get("bytes", 0))
         if r.name == "dma_copy":
             hbm_bytes += nbytes
@@ -140,8 +160,13 @@ def schedule(run) -> dict:
         full = np.zeros(len(records))
         full[kept] = result[key]
         result[key] = full
+    engines = [r.engine for r in records]
+    for n, code in zip(plan.kept, result["engines"]):
+        engines[n] = ENGINES[int(code)]
     for dropped, index in plan.producer.items():
         result["start_ns"][dropped] = result["end_ns"][dropped] = result["end_ns"][index]
+        engines[dropped] = engines[index]
+    result["engines"] = engines  # where each record ran (Note [Engine choice])
     result["critical_path"] = [plan.kept[n] for n in result["critical_path"]]
     result["dropped"] = len(plan.producer)
     result["hbm_bytes"], result["flops"] = hbm_bytes, flops

@@ -56,7 +56,7 @@ def one_of_each(x):
     nisa.nc_matmul(dst=acc2, stationary=a[:, 0:32], moving=a[:, 0:16])    # 7 TensorE fp32
     r = nl.ndarray((128, 1), dtype=nl.bfloat16, buffer=nl.sbuf)
     mb = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=mb, src=m)                                       # 8 VectorE
+    nisa.tensor_copy(dst=mb, src=m, engine=nisa.engine.vector)            # 8 VectorE
     nisa.tensor_reduce(dst=r, op=nl.add, data=mb, axis=1)                 # 9 VectorE, N/2
     out = nl.ndarray((128, 1000), dtype=nl.float32, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=d)                                         # 10 DMA
@@ -136,7 +136,7 @@ def chain_and_fan(x):
     a = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=a, value=1.0)                               # 0 VectorE
     b = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=b, src=a)                              # 1 reads 0's output
+    nisa.tensor_copy(dst=b, src=a, engine=nisa.engine.vector)   # 1 reads 0's output
     c = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=c, data=a, op0=nl.multiply, operand0=2.0)  # 2 reads a, not 1's
     e = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)

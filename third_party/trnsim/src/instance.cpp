@@ -15,7 +15,13 @@ const ChipSpec kTrainium1{
     /*bf16_tflops=*/190.0, /*fp32_tflops=*/47.5, /*fp8_tflops=*/190.0,
     /*dma_engines_per_core=*/16, /*dma_engine_gbps=*/17.0, /*fp8_rows=*/128,
     /*vector_performance_mode=*/false,
-    /*neuronlinks=*/4};  // "4 (Trainium) NeuronLink-v2" (NKI architecture guide)
+    /*neuronlinks=*/4,  // "4 (Trainium) NeuronLink-v2" (NKI architecture guide)
+    // NKI architecture guide (nki/guides/architecture/trainium_inferentia2_arch.rst), Data
+    // Movement: "Vector Engine and GpSimd Engine cannot access SBUF in parallel", "Vector Engine
+    // and Scalar Engine cannot access PSUM in parallel"; "If the most-minor F dimension stride
+    // exceeds 16 bytes, the achievable bandwidth of each tensor read/write interface will be
+    // half of the peak bandwidth".
+    /*shared_ram_ports=*/true, /*strided_access_half_rate=*/true};
 
 // Trainium2, NeuronCore-v3: Trn2 architecture page. FP8 runs at twice the BF16 rate ("double
 // row", NKI Trainium2 architecture guide); VectorE has its BF16/FP16 performance mode (same
@@ -30,7 +36,11 @@ const ChipSpec kTrainium2{
     /*bf16_tflops=*/667.0, /*fp32_tflops=*/181.0, /*fp8_tflops=*/1299.0,
     /*dma_engines_per_core=*/16, /*dma_engine_gbps=*/23.0, /*fp8_rows=*/256,
     /*vector_performance_mode=*/true,
-    /*neuronlinks=*/4};  // "4 NeuronLink-v3" (NKI Trainium2 architecture guide)
+    /*neuronlinks=*/4,  // "4 NeuronLink-v3" (NKI Trainium2 architecture guide)
+    // "In NeuronCore-v3, two restrictions in engine parallel accesses to SBUF/PSUM are lifted"
+    // (NKI Trainium2 architecture guide, trainium2_arch.rst). Its guide says nothing of strided
+    // access, so no penalty is charged (an assumption).
+    /*shared_ram_ports=*/false, /*strided_access_half_rate=*/false};
 
 }  // namespace
 

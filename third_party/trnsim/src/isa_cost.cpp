@@ -124,7 +124,8 @@ double isa_cycles(const IsaInstruction& ins) {
 
 double isa_duration_ns(const InstanceSpec& instance, const IsaInstruction& ins) {
   if (ins.engine == Engine::Dma) throw Error("a dma_copy's duration follows from its bytes");
-  return isa_cycles(ins) / engine_ghz(instance, ins.engine);
+  const double factor = ins.strided && instance.chip->strided_access_half_rate ? 2.0 : 1.0;
+  return factor * isa_cycles(ins) / engine_ghz(instance, ins.engine);
 }
 
 double dma_payload_efficiency(double descriptor_bytes) {

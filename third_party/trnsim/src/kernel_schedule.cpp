@@ -53,6 +53,79 @@ bool reads_output_of(const KernelInstruction& ki, const KernelInstruction& previ
   return false;
 }
 
+// The shared on-chip RAM ports (Note [Shared SBUF and PSUM ports]), one bit each.
+constexpr uint8_t kSbufPort = 1, kPsumPort = 2;
+constexpr int kPorts = 2;
+
+bool touches(const KernelInstruction& ki, KernelMemory memory) {
+  for (const auto* regions : {&ki.reads, &ki.writes}) {
+    for (const KernelRegion& r : *regions) {
+      if (r.memory == memory) return true;
+    }
+  }
+  return false;
+}
+
+// The shared ports `ki` holds while it runs on `engine`.
+uint8_t ports_of(const InstanceSpec& core, Engine engine, const KernelInstruction& ki) {
+  if (!core.chip->shared_ram_ports) return 0;
+  uint8_t ports = 0;
+  if ((engine == Engine::Vector || engine == Engine::GpSimd) && touches(ki, KernelMemory::Sbuf)) {
+    ports |= kSbufPort;
+  }
+  if ((engine == Engine::Vector || engine == Engine::Scalar) && touches(ki, KernelMemory::Psum)) {
+    ports |= kPsumPort;
+  }
+  return ports;
+}
+
+// A program's work so far per engine and per shared port, in program order: what the compiler
+// weighs when it places an instruction (Note [Engine choice]).
+struct Workload {
+  std::array<double, kEngineCount> engine{};
+  std::array<double, kPorts> port{};
+
+  double finish(Engine e, uint8_t ports, double duration) const {
+    double start = engine[static_cast<int>(e)];
+    for (int p = 0; p < kPorts; ++p) {
+      if (ports & (1 << p)) start = std::max(start, port[p]);
+    }
+    return start + duration;
+  }
+  void add(Engine e, uint8_t ports, double duration) {
+    engine[static_cast<int>(e)] += duration;
+    for (int p = 0; p < kPorts; ++p) {
+      if (ports & (1 << p)) port[p] += duration;
+    }
+  }
+};
+
+// The engine `ki` runs on: isa.engine, or the best of its choices (Note [Engine choice]).
+Engine place(const InstanceSpec& core, const KernelInstruction& ki, const Workload& work) {
+  if (ki.engine_choices == 0) return ki.isa.engine;
+  if (!(ki.engine_choices & engine_bit(ki.isa.engine))) {
+    throw Error("an instruction's engine must be one of its engine choices");
+  }
+  IsaInstruction isa = ki.isa;
+  const double own = work.finish(isa.engine, ports_of(core, isa.engine, ki),
+                                 isa_duration_ns(core, isa));
+  Engine best = ki.isa.engine;
+  double best_finish = own;
+  for (int e = 0; e < kEngineCount; ++e) {
+    const auto engine = static_cast<Engine>(e);
+    if (!(ki.engine_choices & engine_bit(engine)) || engine == ki.isa.engine) continue;
+    if (engine == Engine::Dma) throw Error("a DMA queue is not an engine choice");
+    isa.engine = engine;
+    const double finish = work.finish(engine, ports_of(core, engine, ki),
+                                      isa_duration_ns(core, isa));
+    if (finish < best_finish) {
+      best_finish = finish;
+      best = engine;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 double KernelTiming::utilization(Engine engine) const {
@@ -109,6 +182,8 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
   // Per program and engine, the last compute instruction issued (an index into instructions).
   std::vector<std::array<int64_t, kEngineCount>> last_on_engine(programs);
   for (auto& last : last_on_engine) last.fill(-1);
+  std::vector<Workload> work(programs);
+  std::vector<Engine> engines(instructions.size());
 
   for (size_t k = 0; k < instructions.size(); ++k) {
     const KernelInstruction& ki = instructions[k];
@@ -134,14 +209,20 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
       ins.bytes = isa_dma_bytes(ki.isa);
       ins.max_rate = dma_transfer_cap(core, ki);
     } else {
-      ins.duration_ns = isa_duration_ns(core, ki.isa);
-      int64_t& last = last_on_engine[ki.program][static_cast<int>(ki.isa.engine)];
-      const bool pipelined = ki.isa.engine == Engine::Vector || ki.isa.engine == Engine::Scalar;
+      IsaInstruction isa = ki.isa;
+      isa.engine = place(core, ki, work[ki.program]);
+      ins.engine = isa.engine;
+      ins.duration_ns = isa_duration_ns(core, isa);
+      ins.ports = ports_of(core, isa.engine, ki);
+      int64_t& last = last_on_engine[ki.program][static_cast<int>(isa.engine)];
+      const bool pipelined = isa.engine == Engine::Vector || isa.engine == Engine::Scalar;
       if (pipelined && last >= 0 && reads_output_of(ki, instructions[last])) {
-        ins.duration_ns += kDependentIssueOverheadCycles / engine_ghz(core, ki.isa.engine);
+        ins.duration_ns += kDependentIssueOverheadCycles / engine_ghz(core, isa.engine);
       }
       last = static_cast<int64_t>(k);
+      work[ki.program].add(isa.engine, ins.ports, ins.duration_ns);
     }
+    engines[k] = ins.engine;
     ps.schedule.add(std::move(ins));
     ps.kernel_index.push_back(static_cast<uint32_t>(k));
   }
@@ -192,9 +273,8 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
     std::reverse(path.begin(), path.end());
   }
   timing.critical_path = std::move(path);
-  for (const KernelInstruction& ki : instructions) {
-    ++timing.instructions[static_cast<int>(ki.isa.engine)];
-  }
+  for (Engine e : engines) ++timing.instructions[static_cast<int>(e)];
+  timing.engines = std::move(engines);
   return timing;
 }
 

@@ -195,25 +195,36 @@ ScheduleResult Schedule::run() const {
   };
   double now = 0;
   size_t finished = 0;
+  uint8_t ports_held = 0;
 
   auto finish = [&](uint32_t i) {
     result.times[i].end_ns = now;
     busy[unit_of(instructions_[i])] = false;
+    ports_held &= static_cast<uint8_t>(~instructions_[i].ports);
     ++head[unit_of(instructions_[i])];
     for (uint32_t d : dependents[i]) --waiting[d];
     ++finished;
   };
+  std::vector<uint32_t> ready;  // reused at every event
   while (finished < n) {
-    // Start every unit's next instruction that is ready; zero-time ones finish at once.
+    // Start every unit's next instruction that is ready, in program order (when two wait for
+    // one port, the earlier takes it); zero-time ones finish at once.
     for (bool started = true; started;) {
       started = false;
+      ready.clear();
       for (int u = 0; u < units; ++u) {
         if (busy[u] || head[u] >= streams[u].size()) continue;
         const uint32_t i = streams[u][head[u]];
-        if (waiting[i] != 0) continue;
+        if (waiting[i] == 0) ready.push_back(i);
+      }
+      std::sort(ready.begin(), ready.end());
+      for (uint32_t i : ready) {
         const Instruction& ins = instructions_[i];
+        if (ins.ports & ports_held) continue;
+        const int u = unit_of(ins);
         result.times[i].start_ns = now;
         busy[u] = true;
+        ports_held |= ins.ports;
         started = true;
         if (ins.engine == Engine::Dma && ins.bytes > 0) {
           const double cap = ins.max_rate > 0 ? ins.max_rate

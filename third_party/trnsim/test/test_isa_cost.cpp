@@ -164,6 +164,71 @@ TEST(KernelSchedule, ReadingThePreviousInstructionsOutputCostsTheDependentOverhe
   EXPECT_NEAR(duration(3), 512 / 1.2, 1e-9);
 }
 
+TEST(KernelSchedule, NeuronCoreV2HalvesTheRateOfStridedAccess) {
+  // Note [Strided access]: twice the cycles on Trainium1 (VectorE 1.12 GHz), none on Trainium2.
+  IsaInstruction copy = isa(IsaKind::TensorCopy, Engine::Vector, 128, 512);
+  copy.strided = true;
+  EXPECT_NEAR(isa_duration_ns(trn1(), copy), 2 * 512 / 1.12, 1e-9);
+  EXPECT_NEAR(isa_duration_ns(trn2(), copy), 512 / 0.96, 1e-9);
+  copy.strided = false;
+  EXPECT_NEAR(isa_duration_ns(trn1(), copy), 512 / 1.12, 1e-9);
+}
+
+TEST(KernelSchedule, NeuronCoreV2EnginesShareTheSbufAndPsumPorts) {
+  // Two independent instructions ready at once: VectorE and GpSimdE on SBUF, VectorE and
+  // ScalarE on PSUM. On Trainium1 the second waits for the first (Note [Shared SBUF and PSUM
+  // ports]); on Trainium2 they run side by side.
+  const KernelRegion psum_a{KernelMemory::Psum, 0, 0, 128, 0, 2048};
+  const std::vector<std::vector<KernelInstruction>> pairs{
+      {kernel_ins(isa(IsaKind::TensorCopy, Engine::Vector, 128, 512), {sbuf(0, 128, 0, 2048)},
+                  {sbuf(0, 128, 4096, 6144)}),
+       kernel_ins(isa(IsaKind::TensorCopy, Engine::GpSimd, 128, 512), {sbuf(0, 128, 0, 2048)},
+                  {sbuf(0, 128, 8192, 10240)})},
+      {kernel_ins(isa(IsaKind::TensorCopy, Engine::Vector, 128, 512), {psum_a},
+                  {sbuf(0, 128, 4096, 6144)}),
+       kernel_ins(isa(IsaKind::Activation, Engine::Scalar, 128, 512), {psum_a},
+                  {sbuf(0, 128, 8192, 10240)})},
+  };
+  for (const auto& pair : pairs) {
+    const KernelTiming v2 = schedule_kernel(physical_core(trn1()), 16, 1, pair);
+    EXPECT_DOUBLE_EQ(v2.times[0].start_ns, 0);
+    EXPECT_NEAR(v2.times[1].start_ns, v2.times[0].end_ns, 1e-9);
+    const KernelTiming v3 = schedule_kernel(physical_core(trn2()), 16, 1, pair);
+    EXPECT_DOUBLE_EQ(v3.times[1].start_ns, 0);
+  }
+}
+
+TEST(KernelSchedule, ACopyWithEngineChoicesRunsWhereTheWorkloadIsLeast) {
+  // Note [Engine choice], Trainium2 clocks: VectorE 0.96 GHz, ScalarE and GpSimdE 1.2 GHz.
+  const InstanceSpec core = physical_core(trn2());
+  auto copy_on = [](Engine engine, int slot) {
+    return kernel_ins(isa(IsaKind::TensorCopy, engine, 128, 512), {sbuf(0, 128, 0, 2048)},
+                      {sbuf(0, 128, 4096 * (slot + 1), 4096 * (slot + 1) + 2048)});
+  };
+  KernelInstruction choice = copy_on(Engine::Vector, 10);
+  choice.engine_choices =
+      engine_bit(Engine::Vector) | engine_bit(Engine::Scalar) | engine_bit(Engine::GpSimd);
+  // VectorE holds three copies: the copy goes to ScalarE (426.7 ns from now, against VectorE's
+  // 2133 ns; it ties with GpSimdE, and the first listed wins).
+  std::vector<KernelInstruction> prog{copy_on(Engine::Vector, 0), copy_on(Engine::Vector, 1),
+                                      copy_on(Engine::Vector, 2), choice};
+  KernelTiming t = schedule_kernel(core, 16, 1, prog);
+  EXPECT_EQ(t.engines[3], Engine::Scalar);
+  EXPECT_DOUBLE_EQ(t.times[3].start_ns, 0);
+  EXPECT_EQ(t.instructions[static_cast<int>(Engine::Scalar)], 1u);
+  EXPECT_EQ(t.instructions[static_cast<int>(Engine::Vector)], 3u);
+  // ScalarE and GpSimdE hold two copies each (853 ns), VectorE none (533 ns): VectorE.
+  prog = {copy_on(Engine::Scalar, 0), copy_on(Engine::Scalar, 1), copy_on(Engine::GpSimd, 2),
+          copy_on(Engine::GpSimd, 3), choice};
+  t = schedule_kernel(core, 16, 1, prog);
+  EXPECT_EQ(t.engines[4], Engine::Vector);
+  // The engine it names must be one of its choices; a DMA queue is none.
+  choice.engine_choices = engine_bit(Engine::Scalar);
+  EXPECT_THROW(schedule_kernel(core, 16, 1, {choice}), Error);
+  choice.engine_choices = engine_bit(Engine::Vector) | engine_bit(Engine::Dma);
+  EXPECT_THROW(schedule_kernel(core, 16, 1, {choice}), Error);
+}
+
 TEST(KernelSchedule, DmaPaysItsLatencyThenItsBytes) {
   const InstanceSpec core = physical_core(trn2());
   // One physical Trainium2 core streams min(16 x 23, 2900 / 8) = 362.5 GB/s.

@@ -46,6 +46,22 @@ TEST(Schedule, IndependentInstructionsOnTwoEnginesOverlap) {
   EXPECT_DOUBLE_EQ(r.utilization(Engine::Vector), 0.6);
 }
 
+TEST(Schedule, InstructionsSharingAPortTakeItInProgramOrder) {
+  Schedule s(trn2(), 1);
+  Instruction vector = on(Engine::Vector, 60), gpsimd = on(Engine::GpSimd, 40);
+  vector.ports = gpsimd.ports = 1;
+  Instruction scalar = on(Engine::Scalar, 30);
+  scalar.ports = 2;  // another port: runs alongside
+  s.add(gpsimd);
+  s.add(vector);
+  s.add(scalar);
+  const ScheduleResult r = s.run();
+  EXPECT_DOUBLE_EQ(r.times[0].start_ns, 0);  // first in program order takes the port
+  EXPECT_DOUBLE_EQ(r.times[1].start_ns, 40);
+  EXPECT_DOUBLE_EQ(r.times[2].start_ns, 0);
+  EXPECT_DOUBLE_EQ(r.makespan_ns, 100);
+}
+
 TEST(Schedule, OneEngineRunsItsStreamInProgramOrder) {
   Schedule s(trn2(), 1);
   s.add(on(Engine::Vector, 60));

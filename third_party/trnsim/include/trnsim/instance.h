@@ -41,6 +41,12 @@ struct ChipSpec {
   bool vector_performance_mode;
   // NeuronLink ports per chip, each to one neighbouring chip (Note [NeuronLink topology]).
   int neuronlinks = 0;
+  // NeuronCore-v2's on-chip RAM ports: VectorE and GpSimdE cannot access SBUF in parallel, nor
+  // VectorE and ScalarE PSUM (Note [Shared SBUF and PSUM ports], kernel_schedule.h).
+  bool shared_ram_ports = false;
+  // NeuronCore-v2: an SBUF/PSUM access whose most-minor free-dimension stride exceeds 16 bytes
+  // gets half of a read/write interface's bandwidth (Note [Strided access], isa_cost.h).
+  bool strided_access_half_rate = false;
 };
 
 // One EC2 instance type. A logical NeuronCore is one framework device (`neuron:i`).

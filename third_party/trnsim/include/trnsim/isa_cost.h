@@ -25,6 +25,17 @@
 // also pays a static overhead of 100 cycles (Note [Dependent instruction overhead],
 // kernel_schedule.h).
 //
+// Note [Strided access]
+// On NeuronCore-v2, "when the most-minor F dimension stride is less than 16 bytes, SBUF/PSUM
+// ... can supply a peak bandwidth of 128 elements/cycle ... for each tensor read/write
+// interface"; above 16 bytes, "the achievable bandwidth of each tensor read/write interface will
+// be half of the peak bandwidth, which translates to roughly 50% performance hit on the
+// instructions" (NKI architecture guide, trainium_inferentia2_arch.rst, Data Movement,
+// Performance Consideration). So a compute instruction with an SBUF or PSUM operand whose
+// innermost free dimension (the last one of more than one element) steps over more than 16
+// bytes takes twice its cycles on a chip with strided_access_half_rate (instance.h). The
+// Trainium2 and Trainium3 guides say nothing of it, so their cores are charged no penalty.
+//
 // A dma_copy pays, per instruction, the DMA's fixed "descriptor setup, synchronization, and
 // semaphore-to-start latency (~1300 ns cross-engine)" (nki/deep-dives/nki-dma-bandwidth-guide.rst),
 // then moves its bytes through the core's HBM stream bandwidth (schedule.h) at the efficiency
@@ -93,6 +104,7 @@ struct IsaInstruction {
   bool double_row = false;         // nc_matmul perf_mode=double_row
   bool psum_and_sbuf = false;      // tensor_tensor: one input in PSUM, the other in SBUF
   bool zero_fill = false;          // memset of 0
+  bool strided = false;            // an on-chip operand's innermost stride is over 16 bytes
   // dma_copy
   uint64_t bytes = 0;
   uint64_t descriptors = 0;
@@ -128,7 +140,8 @@ double dma_payload_efficiency(double descriptor_bytes);
 // Engine cycles of a compute instruction (not DmaCopy). Throws trnsim::Error for an engine the
 // kind cannot run on.
 double isa_cycles(const IsaInstruction& instruction);
-// Its duration on `instance`'s engine clocks, ns.
+// Its duration on `instance`'s engine clocks, ns, twice as long for a strided access on a chip
+// that halves its rate (Note [Strided access]).
 double isa_duration_ns(const InstanceSpec& instance, const IsaInstruction& instruction);
 // The bytes a dma_copy costs of the HBM stream bandwidth: its bytes over its payload
 // efficiency (a dma_copy of no descriptors: its bytes).

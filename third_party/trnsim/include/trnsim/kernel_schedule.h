@@ -38,6 +38,24 @@
 // in its engine's queue (program order) takes 100 cycles more. The guide's other case, "many
 // back-to-back instructions with N << 128", is left to MIN_II: it gives no threshold for "<<".
 //
+// Note [Shared SBUF and PSUM ports]
+// On NeuronCore-v2 "Vector Engine and GpSimd Engine cannot access SBUF in parallel" and "Vector
+// Engine and Scalar Engine cannot access PSUM in parallel" (NKI architecture guide,
+// trainium_inferentia2_arch.rst; NeuronCore-v3 lifts both, trainium2_arch.rst). On a chip with
+// shared_ram_ports (instance.h), a VectorE or GpSimdE instruction that touches SBUF holds the
+// SBUF port while it runs, and a VectorE or ScalarE instruction that touches PSUM the PSUM port
+// (Instruction::ports): an instruction of the other engine that needs the port waits for it.
+//
+// Note [Engine choice]
+// tensor_copy without an engine is placed by the compiler: "compiler selects best engine based
+// on engine workload" (ISA stub, nki/api/nki/isa/__init__.py, tensor_copy). A KernelInstruction
+// with engine_choices runs on the candidate whose work so far, plus the instruction's own
+// duration there, is least (on a chip with shared ports, the work so far of the ports it would
+// hold counts too); on a tie, on isa.engine. The work so far is the summed durations of the
+// program's instructions placed on that engine (or holding that port) before it in program
+// order: the compiler's estimate, not the schedule's timing. KernelTiming::engines says where
+// each instruction ran.
+//
 // Critical path: from the instruction that ends last, repeatedly the instruction that released
 // it (the dependency or the previous instruction of its queue that ended exactly when it
 // started); a kernel instruction appears once even when it is two schedule instructions.
@@ -67,8 +85,14 @@ struct KernelInstruction {
   IsaInstruction isa;
   int queue = 0;  // DMA queue of a dma_copy
   int program = 0;  // the logical-core program (nl.program_id()) that issued it
+  // Engines the compiler may place it on, a bit (1 << Engine) each (Note [Engine choice]);
+  // 0: isa.engine.
+  uint8_t engine_choices = 0;
   std::vector<KernelRegion> reads, writes;
 };
+
+// The bit of `engine` in KernelInstruction::engine_choices.
+constexpr uint8_t engine_bit(Engine engine) { return uint8_t{1} << static_cast<int>(engine); }
 
 // Partitions per scheduler address space (Note [Kernel schedule]).
 constexpr int32_t kPartitionQuadrant = 32;
@@ -84,6 +108,7 @@ struct KernelTiming {
   std::vector<double> dma_queue_busy_ns;
   std::array<uint64_t, kEngineCount> instructions{};
   std::vector<InstructionTime> times;  // per kernel instruction
+  std::vector<Engine> engines;         // per kernel instruction: where it ran
   std::vector<uint32_t> critical_path;  // kernel instruction indices, in execution order
 
   double utilization(Engine engine) const;

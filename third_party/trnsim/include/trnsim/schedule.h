@@ -15,7 +15,9 @@
 //     depend on each other (the tile of an op whose engines the op itself pipelines, as
 //     time_of() assumes); group 0 means "a group of its own";
 //   - each unit runs its stream in program order; an instruction starts when its dependencies
-//     are done and its unit is free;
+//     are done, its unit is free and no running instruction holds a port it needs (`ports`:
+//     on-chip RAM interfaces two engines share, Note [Shared SBUF and PSUM ports] in
+//     kernel_schedule.h; when two wait for one port, the earlier in program order takes it);
 //   - compute instructions take a fixed time (from trnsim's per-instruction cost functions:
 //     tensor_engine.h, streaming_engine.h); a DMA transfer moves `bytes` through HBM, and the
 //     transfers in flight share the core's HBM stream bandwidth equally
@@ -64,6 +66,7 @@ struct Instruction {
   std::vector<Region> reads, writes;
   uint32_t source = 0;  // Schedule::source() id
   uint64_t group = 0;   // see Note [Engine scheduler]; 0: its own
+  uint8_t ports = 0;    // shared ports it holds while it runs (a bit each); 0: none
 };
 
 struct InstructionTime {

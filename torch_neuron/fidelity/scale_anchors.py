@@ -16,6 +16,7 @@ the layout as AWS ran it, with selective recomputation, does not fit in 16 GiB o
 (FULL_RECOMPUTATION), so the example recomputes every layer."""
 
 import functools
+import math
 
 from torch_neuron.fidelity import scale_workloads as s
 from torch_neuron.fidelity.anchor import EXCLUDED, Anchor
@@ -48,8 +49,9 @@ TRAINING_DIFFERENCES = (
 INFERENCE_DIFFERENCES = (
     "Hugging Face's LlamaForCausalLM compiled with torch.compile(backend=\"neuron\") into one "
     "prefill and one decode graph (AWS: Transformers NeuronX or NxD Inference graphs of their "
-    "own models), with a StaticCache of prompt + 4 positions, TPOT the mean of 3 decode steps "
-    "after a warm-up generation")
+    "own models); the prefill over a StaticCache of prompt + 4 positions, the decode steps over "
+    "a cache as long as the row's mean token-generation bucket (--cache-len); TPOT the mean of "
+    "3 decode steps after a warm-up generation")
 
 
 # Why the 70B row runs with full recomputation, which makes it an excluded row: measured on
@@ -87,17 +89,48 @@ def _training(name, size, nodes, tp, pp, seq_per_s, topology, run_ranks, on_requ
         worker=name, on_request=on_request, **status)]
 
 
-def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note,
+# Note [Decode cache buckets]: a serving stack compiles its decode graph for a few cache
+# lengths (buckets) and runs each step in the smallest that holds the step's positions, attending
+# over the whole bucket. Transformers NeuronX (the trn1 rows, Neuron 2.18) makes its
+# token-generation buckets powers of two from 128, and the sequence length
+# (transformers-neuronx@0623de2 src/transformers_neuronx/bucket.py token_sizes,
+# utils.py power_of_two_bucket_sizes; a step of position q runs in the first bucket >= q + 1,
+# decoder.py find_bucket_id); NxD Inference (the trn2 row) powers of two from 128 below
+# 2^round(log2(seq_len)), and seq_len (neuronx-distributed-inference
+# src/neuronx_distributed_inference/modules/autobucketing.py generate_buckets). A row's decode
+# steps run at its mean bucket: a step's time grows linearly with the positions it attends
+# over, so the mean bucket's step takes the mean step's time.
+def token_buckets_tnx(seq: int) -> list[int]:
+    buckets, size = [], 128
+    while size < seq:
+        buckets.append(size)
+        size *= 2
+    return buckets + [seq]
+
+
+def token_buckets_nxdi(seq: int) -> list[int]:
+    return [2 ** i for i in range(7, round(math.log2(seq)))] + [seq]
+
+
+def mean_decode_bucket(buckets: list[int], prompt: int, out: int) -> int:
+    """The mean cache length of the decode steps that produce output tokens 2..out (the first
+    comes from the prefill): the step at position q attends over the first bucket >= q + 1."""
+    steps = [next(b for b in buckets if b >= q + 1) for q in range(prompt, prompt + out - 1)]
+    return round(sum(steps) / len(steps))
+
+
+def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note, cache_len,
              on_request=True, positions=None, attention="sdpa", **status):
     # Compiled, as AWS measured it (a prefill and a decode graph): 2-3 minutes of wall time
     # for the 70B model on the 2-core machine lightly loaded, against 10-25 s eager.
     run = ("llama_generate.py", 1, nproc, instance, "0",
            ("--size", size, "--tp", str(tp), "--prompt-len", str(prompt), "--new-tokens", "4",
-            "--compile", "--attention", attention)
+            "--cache-len", str(max(cache_len, prompt + 4)), "--compile", "--attention",
+            attention)
            + (("--positions", str(positions)) if positions else ()))
     workload = (f"examples/llama_generate.py {size} virtual, TP {tp} on {instance}, prompt "
                 f"{prompt} tokens, compiled, {attention} attention")
-    worker = f"{size}-tp{tp}-{instance}-prompt{prompt}"  # rows of the same run share it
+    worker = f"{size}-tp{tp}-{instance}-prompt{prompt}-cache{cache_len}"  # rows of a run share it
     kw = dict(note=f"{note}; the example differs: {INFERENCE_DIFFERENCES}", worker=worker,
               on_request=on_request, measured_as="compiled", **status)
     return [Anchor(f"{prefix}-ttft", "scale", instance, workload + ", time to first token",
@@ -129,15 +162,18 @@ def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None):
     prefix = f"{model.lower()}-trn1-tp32-in{inp}-out{out}"
     source = TRN1_LATENCY.format(model=model, seq=seq, inp=inp, out=out, weights=weights,
                                  release=release, ttft=ttft, tpot=tpot)
-    note = (f"AWS's KV cache holds {seq} positions and TPOT is the mean over {out} output "
-            f"tokens; rows with the same input length share one run; {TNX_218_ATTENTION}")
+    cache_len = mean_decode_bucket(token_buckets_tnx(seq), inp, out)
+    note = (f"AWS's KV cache holds {seq} positions and TPOT is over {out} output tokens, the "
+            f"steps' mean bucket {cache_len} positions (Note [Decode cache buckets]); "
+            f"{TNX_218_ATTENTION}")
     if model in PADDED_HEADS:
         note += "; 40 heads padded to 64 over TP 32, as NxD's pad_model pads them"
     if positions:
         note += f"; the model's positions raised to the row's {positions} (its config has fewer)"
     status = dict(status=EXCLUDED, reason=INT8_WEIGHTS) if weights == "int8" else {}
     return _latency(prefix, "trn1.32xlarge", 32, 32, TRN1_SIZES[model], inp, ttft, tpot, source,
-                    note=note, positions=positions, attention="eager", **status)
+                    note=note, cache_len=cache_len, positions=positions, attention="eager",
+                    **status)
 
 
 ANCHORS = (
@@ -156,7 +192,8 @@ ANCHORS = (
     + _trn1("Llama-3-70B", 4096, 2048, 2048, 547, 26.2, "bf16", "2.18.1")
     + _trn1("Llama-3-70B", 1152, 128, 1024, 53.2, 24.48, "bf16", "2.18.1")
     + _trn1("Llama-3-70B", 256, 128, 128, 52.53, 26.48, "bf16", "2.18.1")
-    + _trn1("Llama-2-7b", 8192, 128, 8064, 13.32402229, 6.69956207, "bf16", "2.18.0")
+    + _trn1("Llama-2-7b", 8192, 128, 8064, 13.32402229, 6.69956207, "bf16", "2.18.0",
+            positions=8192)
     + _trn1("Llama-2-13b", 8192, 4096, 4096, 864.1381264, 9.84406471, "bf16", "2.18.0",
             positions=8192)
     + _trn1("Llama-2-13b", 16384, 8192, 8192, 2367.928505, 13.40842247, "bf16", "2.18.0",
@@ -178,6 +215,8 @@ ANCHORS = (
                note="AWS's run compiles context-encoding buckets of 2048/4096/8192/12288 "
                "tokens (10,000 input tokens run in the 12,288 bucket) with sequence "
                "parallelism, fused QKV and NKI attention/MLP kernels, and samples on device; "
-               "TPOT is the mean over 1,500 output tokens, through vLLM",
+               "TPOT is the mean over 1,500 output tokens, through vLLM, whose steps all run "
+               "in the 12,800-position bucket (Note [Decode cache buckets])",
+               cache_len=mean_decode_bucket(token_buckets_nxdi(12800), 10000, 1500),
                on_request=False)
 )

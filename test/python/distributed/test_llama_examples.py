@@ -211,6 +211,25 @@ def test_generate_eager_attention_matches_sdpa_and_moves_the_scores():
     assert first[1] > first[0], (fused, eager)
 
 
+@pytest.mark.extended  # two one-process runs, about 5 s each
+def test_generate_decodes_over_a_longer_cache_to_the_same_tokens():
+    """--cache-len: the decode steps attend over a cache of that many positions (the prefill's
+    keys and values copied in), so they take longer and generate the same tokens; the prefill
+    does not change."""
+    tokens = re.compile(r"^tokens: (.*)$", re.M)
+    options = ("--prompt-len", "64", "--positions", "2048", "--attention", "eager")
+    short = run(GENERATE, *options)
+    long = run(GENERATE, *options, "--cache-len", "2048")
+    assert tokens.search(long).group(1) == tokens.search(short).group(1), (short, long)
+    assert "decoding over a cache of 2048 positions" in long, long
+    (first_short, step_short), (first_long, step_long) = (
+        map(float, LATENCY.search(out).groups()) for out in (short, long))
+    assert first_long == first_short and step_long > step_short, (short, long)
+    bad = run_process_group([sys.executable, GENERATE, "--size", "tiny", "--cache-len", "8"],
+                            timeout=TIMEOUT)
+    assert bad.returncode != 0 and "--cache-len must be at least" in bad.stderr, bad.stderr
+
+
 @pytest.mark.extended  # about 5 s
 def test_generate_8b_predict_only():
     """Two of Llama-3.1-8B's layers at full width, predicted only: the peak HBM holds at least

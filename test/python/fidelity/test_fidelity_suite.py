@@ -246,7 +246,7 @@ def test_the_scale_anchors_are_listed_and_only_one_run_is_in_the_default_set():
     # Without --kind scale the suite runs only the anchors of one short virtual run.
     default = cli.select(None, None)
     assert {a.worker for a in default if a.kind == "scale"} == {
-        "70b-tp64-trn2.48xlarge-prompt10000"}
+        "70b-tp64-trn2.48xlarge-prompt10000-cache12800"}
     assert cli.select(None, None, everything=True) == ANCHORS
 
 
@@ -269,6 +269,27 @@ def test_the_scale_workloads_parse_what_the_examples_print(monkeypatch):
     monkeypatch.setattr(scale_workloads, "virtual_run", lambda *run: ("no such line", 1.0))
     with pytest.raises(RuntimeError, match="printed no throughput line"):
         scale_workloads.step_ms(run, "eager")
+
+
+def test_decode_steps_run_at_the_serving_stacks_mean_bucket():
+    """Note [Decode cache buckets]: the buckets as Transformers NeuronX and NxD Inference make
+    them, and the mean cache length of a row's decode steps."""
+    from torch_neuron.fidelity import scale_anchors as s
+
+    assert s.token_buckets_tnx(1152) == [128, 256, 512, 1024, 1152]
+    assert s.token_buckets_tnx(256) == [128, 256]
+    # NxD Inference stops its powers of two at 2^round(log2(seq_len)): no 8192 + 513 pair.
+    assert s.token_buckets_nxdi(12800) == [128, 256, 512, 1024, 2048, 4096, 8192, 12800]
+    assert s.token_buckets_nxdi(9000) == [128, 256, 512, 1024, 2048, 4096, 9000]
+    # 128 in, 128 out: the steps hold positions 129..255, all in the 256 bucket.
+    assert s.mean_decode_bucket(s.token_buckets_tnx(256), 128, 128) == 256
+    # 1024 in, 2048 out of 3072: 1024 steps in the 2048 bucket (positions 1025..2048), 1023 in
+    # the 3072 one.
+    assert s.mean_decode_bucket(s.token_buckets_tnx(3072), 1024, 2048) == round(
+        (1024 * 2048 + 1023 * 3072) / 2047)
+    run = {a.name: a.predict.args[0] for a in s.ANCHORS if a.name.endswith("-tpot")}
+    example_args = run["llama-2-70b-trn1-tp32-in1024-out2048-tpot"][5]
+    assert example_args[example_args.index("--cache-len") + 1] == "2560"
 
 
 @pytest.mark.extended

@@ -59,7 +59,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch._inductor.codegen.common import InplacedBuffer
 from torch._inductor.codegen.cpp import CppScheduling
-from torch._inductor.dependencies import MemoryDep
+from torch._inductor.dependencies import MemoryDep, StarDep
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
 
@@ -79,16 +79,30 @@ def _buffer_bytes(name: str):
     return V.graph.get_numel(name) * V.graph.get_dtype(name).itemsize
 
 
+def _real_name(name: str) -> str:
+    """The buffer a mutation writes into: Inductor names a node that mutates a buffer (an
+    in-place `index_copy_` into a graph input, a static KV cache) apart from the buffer."""
+    scheduler = getattr(V.graph, "scheduler", None)
+    renames = scheduler.mutation_real_name if scheduler is not None else {}
+    return renames.get(name, name)
+
+
 def _moved_bytes(name: str, nodes) -> sympy.Expr:
     """The bytes of buffer `name` a kernel of `nodes` moves (Note [Fused kernel cost]): the
     whole buffer, unless every access to it is indirect; then one element per iteration of
-    each access, at most the whole buffer."""
+    each access, at most the whole buffer. A mutation's StarDep on the whole buffer orders the
+    kernel after the buffer's other users and moves no data: a KV cache updated in place at
+    one position moves that position's elements, not the cache."""
     whole = _buffer_bytes(name)
+    real = _real_name(name)
     touched = []
     for node in nodes:
         rw = node.read_writes
-        for dep in [*rw.reads, *rw.writes]:
-            if dep.name != name:
+        deps = [d for d in [*rw.reads, *rw.writes] if _real_name(d.name) == real]
+        if deps and all(isinstance(d, StarDep) for d in deps):
+            return whole  # no access named: assume the whole buffer
+        for dep in deps:
+            if isinstance(dep, StarDep):
                 continue
             if not (isinstance(dep, MemoryDep) and dep.is_indirect()):
                 return whole

@@ -160,3 +160,26 @@ def test_the_prediction_does_not_depend_on_what_the_allocator_cached(predicting)
     # Equal up to the rounding of clock readings taken at other absolute times.
     assert after_albert == pytest.approx(after_emptying, rel=1e-12), (after_albert, after_emptying)
     assert again == pytest.approx(after_emptying, rel=1e-12), (again, after_emptying)
+
+
+def update_cache(cache, new, position):
+    cache.index_copy_(2, position, new)  # what Hugging Face's StaticCache does each step
+    return new * 2
+
+
+def test_an_in_place_cache_update_moves_the_new_entries_not_the_cache(predicting):
+    """A compiled KV-cache update (index_copy_ into a static [2, 4, 4096, 64] float32 cache at
+    one position) moves what the hardware's indirect DMA moves: the position index, the new
+    entries read and written into the cache, and the result; not the 8 MiB cache, which
+    Inductor's mutation dependency names whole."""
+    torch._dynamo.reset()
+    cache = torch.empty(2, 4, 4096, 64, device="neuron")
+    torch._dynamo.mark_static_address(cache)
+    new = torch.empty(2, 4, 1, 64, device="neuron")
+    position = torch.tensor([5], device="neuron")
+    compiled_fn = torch.compile(update_cache, backend="neuron")
+    compiled_fn(cache, new, position)
+    with torch_neuron.profiler.profile() as prof:
+        compiled_fn(cache, new, position)
+    (graph,) = [r for r in prof.records if r["name"].startswith("compiled graph")]
+    assert graph["bytes"] == position.nbytes + 3 * new.nbytes, graph

@@ -99,7 +99,8 @@ def _training(name, size, nodes, tp, pp, seq_per_s, topology, run_ranks, on_requ
 # 2^round(log2(seq_len)), and seq_len (neuronx-distributed-inference
 # src/neuronx_distributed_inference/modules/autobucketing.py generate_buckets). A row's decode
 # steps run at its mean bucket: a step's time grows linearly with the positions it attends
-# over, so the mean bucket's step takes the mean step's time.
+# over, so the mean bucket's step takes the mean step's time. (The trn1 tables give a TPOT P50
+# without naming its population, steps or requests; the mean stands for either.)
 def token_buckets_tnx(seq: int) -> list[int]:
     buckets, size = [], 128
     while size < seq:

@@ -138,6 +138,61 @@ bool is_gather(std::string_view base) {
          base == "index";
 }
 
+// Note [Indexed writes]
+// An in-place indexed write reads its index and source and writes the entries they name: a
+// KV-cache update (Hugging Face's StaticCache runs index_copy_ at one position) writes that
+// position, not the cache. Sized as other ops are, by the largest operand and every operand's
+// bytes, each decode step's cache update cost a pass over the whole cache. The entries written:
+// the index's elements for the scatters (a larger source is read only where the index is), the
+// source's for index_copy_, index_add_ and index_reduce_, the largest of the indices and the
+// values for index_put_ (the values broadcast over the indexed positions). index_add_,
+// index_reduce_, scatter_add_ and scatter_reduce_ combine with what they overwrite, so they
+// read those entries too; index_put_'s accumulate flag is not seen here, so it is charged as a
+// write. A compiled kernel's indirect writes follow the same rule (Note [Fused kernel cost] in
+// torch_neuron/compile/scheduling.py). Out-of-place forms write a whole new tensor: unchanged.
+struct IndexedWrite {
+  uint64_t written = 0;  // elements
+  uint64_t index_bytes = 0;
+  bool accumulates = false;
+};
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// The write of an in-place indexed update `base` ("index_copy_") of `inputs` (self first, then
+// its tensors in schema order); nullopt for any other op.
+std::optional<IndexedWrite> indexed_write(std::string_view base,
+                                          c10::ArrayRef<at::Tensor> inputs) {
+  if (base.empty() || base.back() != '_' || inputs.size() < 2 || !inputs[0].defined()) {
+    return std::nullopt;
+  }
+  const bool scatter = starts_with(base, "scatter");
+  const bool by_source =
+      base == "index_copy_" || base == "index_add_" || base == "index_reduce_";
+  const bool put = base == "index_put_" || base == "index_put_impl_";
+  if (!scatter && !by_source && !put) return std::nullopt;
+  IndexedWrite w;
+  w.accumulates = base == "index_add_" || base == "index_reduce_" ||
+                  base == "scatter_add_" || base == "scatter_reduce_";
+  if (scatter) {
+    w.written = static_cast<uint64_t>(inputs[1].numel());
+    w.index_bytes = inputs[1].nbytes();
+  } else if (by_source) {
+    if (inputs.size() < 3) return std::nullopt;
+    w.written = static_cast<uint64_t>(inputs[2].numel());
+    w.index_bytes = inputs[1].nbytes();
+  } else {
+    // index_put_(self, indices, values): the indices are the tensors between self and values.
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) continue;
+      w.written = std::max<uint64_t>(w.written, static_cast<uint64_t>(inputs[i].numel()));
+      if (i + 1 < inputs.size()) w.index_bytes += inputs[i].nbytes();
+    }
+  }
+  return w;
+}
+
 // The bytes of a gather's integer operands (its indices).
 uint64_t index_bytes(c10::ArrayRef<at::Tensor> inputs) {
   uint64_t bytes = 0;
@@ -259,6 +314,16 @@ trnsim::Work describe_op(OpClass op_class, const std::string& name,
   const std::string_view base = base_op_name(name);
   if (is_pairwise_distance(base)) {
     elements = std::max(elements, pairwise_distance_elements(base, inputs, out));
+  }
+  if (op_class == OpClass::GpSimd) {
+    if (const auto write = indexed_write(base, inputs)) {
+      const at::Tensor& self = inputs[0];
+      const uint64_t scale = complex ? 2 : 1;
+      return {trnsim::Gather{write->written * scale, static_cast<uint64_t>(elements),
+                             write->written * self.element_size(), write->index_bytes,
+                             write->accumulates},
+              bytes};
+    }
   }
   if (op_class == OpClass::GpSimd && is_gather(base) && out.defined()) {
     return {trnsim::Gather{static_cast<uint64_t>(out.numel() * (complex ? 2 : 1)),

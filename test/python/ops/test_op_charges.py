@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import torch_neuron
+from torch_neuron import profiler
 from conftest import simulated_elapsed_ns
 
 
@@ -95,3 +96,55 @@ def test_pooling_charges_the_same_executed_and_predicted():
     with torch_neuron.predict_only():
         predicted = charge()
     assert charge() == pytest.approx(predicted, rel=1e-9)
+
+
+def charged_bytes(op):
+    """The HBM bytes the profiler records for `op`'s one device op (after a warm-up call)."""
+    op()
+    with profiler.profile() as prof:
+        op()
+    (record,) = prof.records
+    return record["name"], record["bytes"]
+
+
+def test_an_in_place_indexed_write_moves_the_entries_it_writes_not_the_buffer():
+    # Note [Indexed writes]: a decode step's KV-cache update writes one position of a
+    # [batch, heads, positions, dim] cache. Before, it was charged two passes over the whole
+    # 640 MiB cache (read and written), 39% of a Llama-2-13b decode layer's predicted time.
+    cache = torch.empty(8, 40, 8192, 128, dtype=torch.bfloat16, device="neuron")
+    new = torch.empty(8, 40, 1, 128, dtype=torch.bfloat16, device="neuron")
+    position = torch.tensor([8000], device="neuron")
+    spread = position.view(1, 1, 1, 1).expand(8, 40, 1, 128).contiguous()
+    written, index = new.nbytes, position.nbytes
+    with torch_neuron.predict_only():
+        assert charged_bytes(lambda: cache.index_copy_(2, position, new)) == (
+            "aten::index_copy_", index + 2 * written)  # read the source, write the entries
+        assert charged_bytes(lambda: cache.__setitem__((slice(None), slice(None), position),
+                                                       new)) == (
+            "aten::_index_put_impl_", index + 2 * written)
+        # Accumulating writes read the entries they add to as well.
+        assert charged_bytes(lambda: cache.index_add_(2, position, new)) == (
+            "aten::index_add_", index + 3 * written)
+        assert charged_bytes(lambda: cache.scatter_add_(2, spread, new)) == (
+            "aten::scatter_add_", spread.nbytes + 3 * written)
+        # The out-of-place form writes a whole new cache: its traffic is every operand's.
+        name, moved = charged_bytes(lambda: torch.index_copy(cache, 2, position, new))
+        assert moved >= 2 * cache.nbytes, (name, moved)
+
+
+def test_indexed_writes_charge_the_same_executed_and_predicted_and_match_the_cpu():
+    cpu_cache, cpu_new = torch.randn(2, 3, 16, 4), torch.randn(2, 3, 2, 4)
+    cpu_position = torch.tensor([3, 9])
+
+    def charge():
+        cache, new = cpu_cache.to("neuron"), cpu_new.to("neuron")
+        position = cpu_position.to("neuron")
+        us = simulated_us(lambda: cache.index_copy_(2, position, new))
+        return us, cache
+
+    with torch_neuron.predict_only():
+        predicted, _ = charge()
+    executed, cache = charge()
+    assert executed == pytest.approx(predicted, rel=1e-9)
+    expected = cpu_cache.clone().index_copy_(2, cpu_position, cpu_new)
+    torch.testing.assert_close(cache.cpu(), expected)

@@ -97,8 +97,9 @@ WorkTime time_streaming(const InstanceSpec& instance, const Streaming& s, uint64
 }
 
 WorkTime time_gather(const InstanceSpec& instance, const Gather& g, uint64_t bytes) {
-  // It reads as many elements as it writes, plus the indices.
-  const uint64_t gathered = 2 * g.output_bytes + g.index_bytes;
+  // It reads as many elements as it writes, plus the indices (and, accumulating, the elements
+  // it adds to).
+  const uint64_t gathered = (g.accumulates ? 3 : 2) * g.output_bytes + g.index_bytes;
   const bool rows = gathered < bytes;
   Streaming pass{StreamingKernel::Elementwise, Engine::GpSimd,
                  rows ? g.gathered_elements : g.table_elements};

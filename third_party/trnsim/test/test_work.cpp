@@ -63,6 +63,11 @@ TEST(Work, GatherMovesTheRowsItTouches) {
   const Gather repeats{1 << 20, 1 << 20, (1 << 20) * 4, (1 << 20) * 8};
   const WorkTime r = time_of(trn2(), {repeats, 64 * 4 + (1 << 20) * 12});
   EXPECT_EQ(r.cost.bytes, 64 * 4 + (1 << 20) * 12);
+  // An accumulating indexed write (scatter_add_) also reads the rows it adds to.
+  Gather adds = rows;
+  adds.accumulates = true;
+  EXPECT_EQ(time_of(trn2(), {adds, table_traffic}).cost.bytes,
+            3 * rows.output_bytes + rows.index_bytes);
 }
 
 TEST(Work, CausalAttentionSkipsTilesAboveTheDiagonal) {

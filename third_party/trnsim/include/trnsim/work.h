@@ -53,12 +53,15 @@ struct Matmul {
 };
 
 // A gather (index_select, embedding, take, ...) on GpSimdE: it moves the rows it touches, not
-// the table it picks them from, unless the table is the smaller (rows picked many times).
+// the table it picks them from, unless the table is the smaller (rows picked many times). An
+// in-place indexed write (index_copy_, scatter_, ...) is the same movement the other way: it
+// reads the source rows and writes them where the index says.
 struct Gather {
   uint64_t gathered_elements = 0;  // elements it writes
   uint64_t table_elements = 0;     // elements of its largest operand
-  uint64_t output_bytes = 0;
+  uint64_t output_bytes = 0;       // bytes of the elements it writes
   uint64_t index_bytes = 0;
+  bool accumulates = false;  // reads the elements it overwrites too (index_add_, scatter_add_)
 };
 
 // Fused (flash) attention over `batch` (batch x heads) of [lq, d] queries and [lk, d] keys and

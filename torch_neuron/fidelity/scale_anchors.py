@@ -7,9 +7,10 @@ running rank; its prediction is the step time, time to first token or time per o
 the example prints. The examples are not AWS's code: each anchor's note says what its run does
 differently from AWS's (the examples' flags are used as they are, never tuned to a row).
 
-Every row of the trn1 decoder latency table is an anchor: the Llama-3, Llama-2, Mistral and
-CodeLlama rows with bf16 weights count, the three Llama-3-8B rows are excluded (their weights
-are stored as int8, which the examples cannot do) and still predicted. The training table's
+Every row of the trn1 decoder latency table (batch 1) and of its throughput table (the same
+models at batch 4 or 8) is an anchor: the Llama-3, Llama-2, Mistral and CodeLlama rows with
+bf16 weights count, the Llama-3-8B rows are excluded (their weights are stored as int8, which
+the examples cannot do) and still predicted. The training table's
 Llama-3.1-70B row (TP=32 DP=4 PP=8 ZeRO-1, 256 micro-batches a step, as NxD's
 run_llama3_70B_tp_pp.sh runs it; one running rank per stage) is excluded and still predicted:
 the layout as AWS ran it, with selective recomputation, does not fit in 16 GiB of HBM here
@@ -30,6 +31,10 @@ TRN1_LATENCY = (f"{SDK} about-neuron/benchmarks/trn1/latency_data_decoder.csv ({
                 "Transformers NeuronX, TP 32, batch 1, sequence length {seq}, input {inp}, "
                 "output {out}, FP16 with Matmult-BF16, weights {weights}, Neuron {release}: "
                 "TTFT P50 {ttft} ms, TPOT P50 {tpot} ms)")
+TRN1_THROUGHPUT = (f"{SDK} about-neuron/benchmarks/trn1/throughput_data_decoder.csv "
+                   "({model}, Transformers NeuronX, TP 32, batch {batch}, sequence length {seq}, "
+                   "input {inp}, output {out}, FP16 with Matmult-BF16, weights {weights}, Neuron "
+                   "{release}: TTFT P50 {ttft} ms, TPOT P50 {tpot} ms)")
 TRN2_LATENCY = ("github.com/aws-neuron/aws-neuron-sdk@ba1c08b0 libraries/nxd-inference/"
                 "tutorials/llama70b_perf_comparison.csv, 'No speculative decoding' (Llama-3.3-"
                 "70B-Instruct, trn2.48xlarge, TP 64 at LNC=2, batch 1, LLMPerf with 10,000 "
@@ -121,17 +126,20 @@ def mean_decode_bucket(buckets: list[int], prompt: int, out: int) -> int:
 
 
 def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note, cache_len,
-             on_request=True, positions=None, attention="sdpa", **status):
+             on_request=True, positions=None, attention="sdpa", batch=1, **status):
     # Compiled, as AWS measured it (a prefill and a decode graph): 2-3 minutes of wall time
     # for the 70B model on the 2-core machine lightly loaded, against 10-25 s eager.
     run = ("llama_generate.py", 1, nproc, instance, "0",
            ("--size", size, "--tp", str(tp), "--prompt-len", str(prompt), "--new-tokens", "4",
             "--cache-len", str(max(cache_len, prompt + 4)), "--compile", "--attention",
             attention)
+           + (("--batch", str(batch)) if batch > 1 else ())
            + (("--positions", str(positions)) if positions else ()))
-    workload = (f"examples/llama_generate.py {size} virtual, TP {tp} on {instance}, prompt "
-                f"{prompt} tokens, compiled, {attention} attention")
-    worker = f"{size}-tp{tp}-{instance}-prompt{prompt}-cache{cache_len}"  # rows of a run share it
+    workload = (f"examples/llama_generate.py {size} virtual, TP {tp} on {instance}, "
+                f"{f'batch {batch}, ' if batch > 1 else ''}prompt {prompt} tokens, compiled, "
+                f"{attention} attention")
+    worker = (f"{size}-tp{tp}-{instance}-{f'batch{batch}-' if batch > 1 else ''}"
+              f"prompt{prompt}-cache{cache_len}")  # the run's anchors share it
     kw = dict(note=f"{note}; the example differs: {INFERENCE_DIFFERENCES}", worker=worker,
               on_request=on_request, measured_as="compiled", **status)
     return [Anchor(f"{prefix}-ttft", "scale", instance, workload + ", time to first token",
@@ -159,10 +167,12 @@ TNX_218_ATTENTION = ("attention as matmul, softmax and matmul (--attention eager
                      "Transformers NeuronX had no flash attention kernel before Neuron 2.19")
 
 
-def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None):
-    prefix = f"{model.lower()}-trn1-tp32-in{inp}-out{out}"
-    source = TRN1_LATENCY.format(model=model, seq=seq, inp=inp, out=out, weights=weights,
-                                 release=release, ttft=ttft, tpot=tpot)
+def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None, batch=1):
+    """A row of the latency table (batch 1) or of the throughput table (batch 4 or 8)."""
+    prefix = f"{model.lower()}-trn1-tp32-{f'b{batch}-' if batch > 1 else ''}in{inp}-out{out}"
+    table = TRN1_THROUGHPUT if batch > 1 else TRN1_LATENCY
+    source = table.format(model=model, seq=seq, inp=inp, out=out, weights=weights,
+                          release=release, ttft=ttft, tpot=tpot, batch=batch)
     cache_len = mean_decode_bucket(token_buckets_tnx(seq), inp, out)
     note = (f"AWS's KV cache holds {seq} positions and TPOT is over {out} output tokens, the "
             f"steps' mean bucket {cache_len} positions (Note [Decode cache buckets]); "
@@ -174,7 +184,7 @@ def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None):
     status = dict(status=EXCLUDED, reason=INT8_WEIGHTS) if weights == "int8" else {}
     return _latency(prefix, "trn1.32xlarge", 32, 32, TRN1_SIZES[model], inp, ttft, tpot, source,
                     note=note, cache_len=cache_len, positions=positions, attention="eager",
-                    **status)
+                    batch=batch, **status)
 
 
 ANCHORS = (
@@ -209,6 +219,32 @@ ANCHORS = (
             "2.18.0")
     + _trn1("CodeLlama-13b-hf", 8192, 4096, 4096, 868.635416, 9.86456871, "bf16", "2.18.0")
     + _trn1("CodeLlama-13b-hf", 16384, 8192, 8192, 2372.928381, 13.3998394, "bf16", "2.18.0")
+    # The throughput table's rows, the same models at batch 4 or 8 (batch, sequence length,
+    # input, output, TTFT and TPOT P50 in ms, weight storage, Neuron release).
+    + _trn1("Llama-3-8B", 8192, 128, 8064, 55.16, 9.95, "int8", "2.18.1", batch=8)
+    + _trn1("Llama-3-8B", 8192, 4096, 4096, 1265.95, 10.04, "int8", "2.18.1", batch=8)
+    + _trn1("Llama-3-8B", 4096, 128, 3968, 49.05, 7.65, "int8", "2.18.1", batch=8)
+    + _trn1("Llama-3-70B", 4096, 2048, 2048, 1661.12, 32.33, "bf16", "2.18.1", batch=4)
+    + _trn1("Llama-3-70B", 1152, 128, 1024, 129.86, 28.38, "bf16", "2.18.1", batch=4)
+    + _trn1("Llama-3-70B", 256, 128, 128, 130.37, 28.08, "bf16", "2.18.1", batch=4)
+    + _trn1("Llama-2-7b", 8192, 128, 8064, 66.4024353, 10.09511948, "bf16", "2.18.0",
+            positions=8192, batch=8)
+    + _trn1("Llama-2-13b", 8192, 4096, 4096, 6668.70475, 19.85741, "bf16", "2.18.0",
+            positions=8192, batch=8)
+    + _trn1("Llama-2-13b", 16384, 8192, 8192, 4628.44729, 21.09194, "bf16", "2.18.0",
+            positions=16384, batch=4)
+    + _trn1("Llama-2-70b", 256, 128, 128, 156.84581, 26.72362, "bf16", "2.18.0", batch=4)
+    + _trn1("Llama-2-70b", 512, 256, 256, 270.15853, 26.9084, "bf16", "2.18.0", batch=4)
+    + _trn1("Llama-2-70b", 1152, 128, 1024, 156.68869, 27.21453, "bf16", "2.18.0", batch=4)
+    + _trn1("Llama-2-70b", 2048, 1024, 1024, 1478.64008, 28.55039, "bf16", "2.18.0", batch=4)
+    + _trn1("Llama-2-70b", 3072, 1024, 2048, 1478.84846, 31.67439, "bf16", "2.18.0", batch=4)
+    + _trn1("Llama-2-70b", 4096, 2048, 2048, 2722.03422, 31.78978, "bf16", "2.18.0", batch=4)
+    + _trn1("Mistral-7B-Instruct-v0.2", 16384, 8192, 8192, 8614.85291, 15.43713, "bf16",
+            "2.18.0", batch=8)
+    + _trn1("CodeLlama-13b-hf", 8192, 4096, 4096, 6625.1595, 19.91653, "bf16", "2.18.0",
+            batch=8)
+    + _trn1("CodeLlama-13b-hf", 16384, 8192, 8192, 4626.17469, 21.09528, "bf16", "2.18.0",
+            batch=4)
     # In the CI set (scripts/fidelity.sh): one compiled run, 165 s of wall time on the 2-core
     # machine lightly loaded.
     + _latency("llama-3.3-70b-trn2-tp64-in10000", "trn2.48xlarge", 64, 64, "70b", 10000,

@@ -290,6 +290,10 @@ def test_decode_steps_run_at_the_serving_stacks_mean_bucket():
     run = {a.name: a.predict.args[0] for a in s.ANCHORS if a.name.endswith("-tpot")}
     example_args = run["llama-2-70b-trn1-tp32-in1024-out2048-tpot"][5]
     assert example_args[example_args.index("--cache-len") + 1] == "2560"
+    # The throughput table's rows run the batch the row names, over the same buckets.
+    batched = run["llama-2-7b-trn1-tp32-b8-in128-out8064-tpot"][5]
+    assert batched[batched.index("--batch") + 1] == "8"
+    assert batched[batched.index("--cache-len") + 1] == "5546"
 
 
 @pytest.mark.extended

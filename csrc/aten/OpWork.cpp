@@ -146,10 +146,11 @@ bool is_gather(std::string_view base) {
 // the index's elements for the scatters (a larger source is read only where the index is), the
 // source's for index_copy_, index_add_ and index_reduce_, the largest of the indices and the
 // values for index_put_ (the values broadcast over the indexed positions). index_add_,
-// index_reduce_, scatter_add_ and scatter_reduce_ combine with what they overwrite, so they
-// read those entries too; index_put_'s accumulate flag is not seen here, so it is charged as a
-// write. A compiled kernel's indirect writes follow the same rule (Note [Fused kernel cost] in
-// torch_neuron/compile/scheduling.py). Out-of-place forms write a whole new tensor: unchanged.
+// index_reduce_, scatter_add_, scatter_reduce_ and scatter_'s reduce overloads combine with
+// what they overwrite, so they read those entries too; index_put_'s accumulate flag is not
+// seen here, so it is charged as a write. A compiled kernel's indirect writes follow the same
+// rule (Note [Fused kernel cost] in torch_neuron/compile/scheduling.py). Out-of-place forms
+// write a whole new tensor: unchanged.
 struct IndexedWrite {
   uint64_t written = 0;  // elements
   uint64_t index_bytes = 0;
@@ -160,9 +161,9 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// The write of an in-place indexed update `base` ("index_copy_") of `inputs` (self first, then
-// its tensors in schema order); nullopt for any other op.
-std::optional<IndexedWrite> indexed_write(std::string_view base,
+// The write of an in-place indexed update `name` ("aten::index_copy_", base name `base`) of
+// `inputs` (self first, then its tensors in schema order); nullopt for any other op.
+std::optional<IndexedWrite> indexed_write(std::string_view name, std::string_view base,
                                           c10::ArrayRef<at::Tensor> inputs) {
   if (base.empty() || base.back() != '_' || inputs.size() < 2 || !inputs[0].defined()) {
     return std::nullopt;
@@ -173,8 +174,10 @@ std::optional<IndexedWrite> indexed_write(std::string_view base,
   const bool put = base == "index_put_" || base == "index_put_impl_";
   if (!scatter && !by_source && !put) return std::nullopt;
   IndexedWrite w;
+  // scatter_'s .reduce and .value_reduce overloads combine too.
   w.accumulates = base == "index_add_" || base == "index_reduce_" ||
-                  base == "scatter_add_" || base == "scatter_reduce_";
+                  base == "scatter_add_" || base == "scatter_reduce_" ||
+                  name.find("reduce") != std::string_view::npos;
   if (scatter) {
     w.written = static_cast<uint64_t>(inputs[1].numel());
     w.index_bytes = inputs[1].nbytes();
@@ -316,7 +319,7 @@ trnsim::Work describe_op(OpClass op_class, const std::string& name,
     elements = std::max(elements, pairwise_distance_elements(base, inputs, out));
   }
   if (op_class == OpClass::GpSimd) {
-    if (const auto write = indexed_write(base, inputs)) {
+    if (const auto write = indexed_write(name, base, inputs)) {
       const at::Tensor& self = inputs[0];
       const uint64_t scale = complex ? 2 : 1;
       return {trnsim::Gather{write->written * scale, static_cast<uint64_t>(elements),

@@ -127,6 +127,8 @@ def test_an_in_place_indexed_write_moves_the_entries_it_writes_not_the_buffer():
             "aten::index_add_", index + 3 * written)
         assert charged_bytes(lambda: cache.scatter_add_(2, spread, new)) == (
             "aten::scatter_add_", spread.nbytes + 3 * written)
+        assert charged_bytes(lambda: cache.scatter_(2, spread, new, reduce="add")) == (
+            "aten::scatter_.reduce", spread.nbytes + 3 * written)
         # The out-of-place form writes a whole new cache: its traffic is every operand's.
         name, moved = charged_bytes(lambda: torch.index_copy(cache, 2, position, new))
         assert moved >= 2 * cache.nbytes, (name, moved)

@@ -59,7 +59,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch._inductor.codegen.common import InplacedBuffer
 from torch._inductor.codegen.cpp import CppScheduling
-from torch._inductor.dependencies import MemoryDep, StarDep
+from torch._inductor.dependencies import MemoryDep, StarDep, WeakDep
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
 
@@ -92,13 +92,16 @@ def _moved_bytes(name: str, nodes) -> sympy.Expr:
     whole buffer, unless every access to it is indirect; then one element per iteration of
     each access, at most the whole buffer. A mutation's StarDep on the whole buffer orders the
     kernel after the buffer's other users and moves no data: a KV cache updated in place at
-    one position moves that position's elements, not the cache."""
+    one position moves that position's elements, not the cache. A WeakDep moves none either:
+    Inductor adds it only to order a node after a mutation of the buffer (a node fused with
+    the next layer's cache update, say), and the node does not read the buffer."""
     whole = _buffer_bytes(name)
     real = _real_name(name)
     touched = []
     for node in nodes:
         rw = node.read_writes
-        deps = [d for d in [*rw.reads, *rw.writes] if _real_name(d.name) == real]
+        deps = [d for d in [*rw.reads, *rw.writes]
+                if _real_name(d.name) == real and not isinstance(d, WeakDep)]
         if deps and all(isinstance(d, StarDep) for d in deps):
             return whole  # no access named: assume the whole buffer
         for dep in deps:

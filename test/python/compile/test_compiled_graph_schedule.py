@@ -183,3 +183,30 @@ def test_an_in_place_cache_update_moves_the_new_entries_not_the_cache(predicting
         compiled_fn(cache, new, position)
     (graph,) = [r for r in prof.records if r["name"].startswith("compiled graph")]
     assert graph["bytes"] == position.nbytes + 3 * new.nbytes, graph
+
+
+def update_keys_values_and_advance(keys, values, new, position):
+    keys.index_copy_(2, position, new)
+    values.index_copy_(2, position, new)
+    position.add_(1)  # fused with the updates; ordered after them by Inductor's WeakDeps
+
+
+def test_a_kernel_ordered_after_a_cache_update_moves_none_of_the_cache(predicting):
+    """The position advanced in place after both caches are written at it: Inductor orders the
+    advance after the two updates that read the old position with WeakDeps on them, and fuses
+    all three into one kernel. A WeakDep moves no data; it was charged as reading both whole
+    caches (a 13B decode layer at batch 4 over 16,384 positions paid 67 MB more a step)."""
+    torch._dynamo.reset()
+    keys, values = (torch.empty(2, 4, 4096, 64, device="neuron") for _ in range(2))
+    for cache in (keys, values):
+        torch._dynamo.mark_static_address(cache)
+    new = torch.empty(2, 4, 1, 64, device="neuron")
+    position = torch.tensor([5], device="neuron")
+    compiled_fn = torch.compile(update_keys_values_and_advance, backend="neuron")
+    compiled_fn(keys, values, new, position)
+    with torch_neuron.profiler.profile() as prof:
+        compiled_fn(keys, values, new, position)
+    (graph,) = [r for r in prof.records if r["name"].startswith("compiled graph")]
+    # The new entries read once and written into each cache; the position read and written
+    # (16 MiB more, both caches whole, before).
+    assert graph["bytes"] == 3 * new.nbytes + 2 * position.nbytes, graph

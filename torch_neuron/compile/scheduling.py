@@ -93,8 +93,9 @@ def _moved_bytes(name: str, nodes) -> sympy.Expr:
     each access, at most the whole buffer. A mutation's StarDep on the whole buffer orders the
     kernel after the buffer's other users and moves no data: a KV cache updated in place at
     one position moves that position's elements, not the cache. A WeakDep moves none either:
-    Inductor adds it only to order a node after a mutation of the buffer (a node fused with
-    the next layer's cache update, say), and the node does not read the buffer."""
+    Inductor adds it only to order a node that mutates something after the nodes that read
+    it (advancing a cache position after the cache updates that used it), and the node does
+    not read the buffer the WeakDep names."""
     whole = _buffer_bytes(name)
     real = _real_name(name)
     touched = []

@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "aten/OpPolicy.h"
+
 namespace torch_neuron {
 namespace {
 
@@ -51,9 +53,7 @@ bool writes_part_of_argument(const std::string& base) {
 bool reads_overwritten_elements(const std::string& base, const c10::FunctionSchema& schema,
                                 c10::ArrayRef<c10::IValue> arguments) {
   if (updates_unmarked_running_stats(base)) return true;
-  for (const char* prefix : {"index_add", "index_reduce", "scatter_add", "scatter_reduce"}) {
-    if (base.rfind(prefix, 0) == 0) return true;
-  }
+  if (combines_by_name(base)) return true;
   // index_put_(..., accumulate=True), put_(..., accumulate=True), scatter_(..., reduce="add").
   for (size_t i = 0; i < schema.arguments().size() && i < arguments.size(); ++i) {
     const std::string& name = schema.arguments()[i].name();

@@ -76,4 +76,11 @@ OpClass classify_op(const std::string& full_name) {
   return OpClass::Vector;
 }
 
+bool combines_by_name(std::string_view base) {
+  for (const char* prefix : {"index_add", "index_reduce", "scatter_add", "scatter_reduce"}) {
+    if (base.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace torch_neuron

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace torch_neuron {
 
@@ -20,5 +21,10 @@ const char* op_class_name(OpClass c);
 
 // Classifies an op by its name without overload ("aten::mm", "aten::linalg_svd").
 OpClass classify_op(const std::string& name);
+
+// The indexed updates whose every form combines with the elements it overwrites (index_add,
+// index_reduce, scatter_add, scatter_reduce; in place or not), by base name ("index_add_").
+// Other ops combine only through an argument (accumulate=True, scatter_'s reduce).
+bool combines_by_name(std::string_view base);
 
 }  // namespace torch_neuron

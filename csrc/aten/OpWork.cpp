@@ -157,10 +157,6 @@ struct IndexedWrite {
   bool accumulates = false;
 };
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 // The write of an in-place indexed update `name` ("aten::index_copy_", base name `base`) of
 // `inputs` (self first, then its tensors in schema order); nullopt for any other op.
 std::optional<IndexedWrite> indexed_write(std::string_view name, std::string_view base,
@@ -168,16 +164,14 @@ std::optional<IndexedWrite> indexed_write(std::string_view name, std::string_vie
   if (base.empty() || base.back() != '_' || inputs.size() < 2 || !inputs[0].defined()) {
     return std::nullopt;
   }
-  const bool scatter = starts_with(base, "scatter");
+  const bool scatter = base.rfind("scatter", 0) == 0;
   const bool by_source =
       base == "index_copy_" || base == "index_add_" || base == "index_reduce_";
   const bool put = base == "index_put_" || base == "index_put_impl_";
   if (!scatter && !by_source && !put) return std::nullopt;
   IndexedWrite w;
   // scatter_'s .reduce and .value_reduce overloads combine too.
-  w.accumulates = base == "index_add_" || base == "index_reduce_" ||
-                  base == "scatter_add_" || base == "scatter_reduce_" ||
-                  name.find("reduce") != std::string_view::npos;
+  w.accumulates = combines_by_name(base) || name.find("reduce") != std::string_view::npos;
   if (scatter) {
     w.written = static_cast<uint64_t>(inputs[1].numel());
     w.index_bytes = inputs[1].nbytes();

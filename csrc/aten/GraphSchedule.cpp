@@ -84,6 +84,22 @@ std::string utilization_detail(const GraphRegion& g, const trnsim::ScheduleResul
   return detail;
 }
 
+// The graph's ops as parts of its trace record: each op's span from the record's start (after
+// the launch overhead, which the graph pays first), engines and HBM bytes.
+std::vector<trnsim::TraceSpan> op_parts(const GraphRegion& g, const trnsim::ScheduleResult& r) {
+  std::vector<trnsim::TraceSpan> parts;
+  for (trnsim::OpTiming& op : g.program.op_timings(r)) {
+    trnsim::TraceSpan part;
+    part.name = std::move(op.source);
+    part.start_ns = trnsim::kLaunchOverheadNs + op.start_ns;
+    part.duration_ns = op.end_ns - op.start_ns;
+    part.engine_ns = op.busy_ns;
+    part.bytes = op.hbm_bytes;
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
 }  // namespace
 
 bool graph_open() { return region_open; }
@@ -117,9 +133,11 @@ double close_graph(c10::ArrayRef<at::Tensor> outputs) {
   cost.set_bytes(system().instance(), g->bytes - g->program.sbuf_saved_bytes());
   const double duration = trnsim::kLaunchOverheadNs + result.makespan_ns;
   trnsim::Queue& queue = *g->queue;
+  const bool tracing = queue.tracing();
   simulator_call([&] {
     return queue.launch(g->name, cost, duration,
-                        queue.tracing() ? utilization_detail(*g, result) : std::string());
+                        tracing ? utilization_detail(*g, result) : std::string(),
+                        tracing ? op_parts(*g, result) : std::vector<trnsim::TraceSpan>());
   });
   return duration;
 }

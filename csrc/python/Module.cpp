@@ -75,6 +75,29 @@ py::dict device_info(c10::DeviceIndex index) {
   return d;
 }
 
+py::dict engine_times(const std::array<double, trnsim::kEngineCount>& engine_ns) {
+  py::dict engines;
+  for (int e = 0; e < trnsim::kEngineCount; ++e) {
+    if (engine_ns[e] > 0) engines[trnsim::engine_name(static_cast<trnsim::Engine>(e))] = engine_ns[e];
+  }
+  return engines;
+}
+
+// A compiled graph's ops (Note [Compiled graph schedule]), each as a dict like a record's.
+py::list trace_parts(const std::vector<trnsim::TraceSpan>& parts) {
+  py::list out;
+  for (const auto& p : parts) {
+    py::dict d;
+    d["name"] = p.name;
+    d["start_ns"] = p.start_ns;
+    d["duration_ns"] = p.duration_ns;
+    d["engine_ns"] = engine_times(p.engine_ns);
+    d["bytes"] = p.bytes;
+    out.append(d);
+  }
+  return out;
+}
+
 // Trace records of every device as dicts, emptying the simulator's buffers.
 py::list take_trace() {
   py::list out;
@@ -87,14 +110,11 @@ py::list take_trace() {
       d["queue"] = r.queue;
       d["start_ns"] = r.start_ns;
       d["duration_ns"] = r.duration_ns;
-      py::dict engines;
-      for (int e = 0; e < trnsim::kEngineCount; ++e) {
-        if (r.engine_ns[e] > 0) engines[trnsim::engine_name(static_cast<trnsim::Engine>(e))] = r.engine_ns[e];
-      }
-      d["engine_ns"] = engines;
+      d["engine_ns"] = engine_times(r.engine_ns);
       d["flops"] = r.flops;
       d["bytes"] = r.bytes;
       d["detail"] = r.detail;
+      if (!r.parts.empty()) d["parts"] = trace_parts(r.parts);
       out.append(d);
     }
   }

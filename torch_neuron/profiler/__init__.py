@@ -143,6 +143,14 @@ class profile:
         not ops: see collective_records() and the summary's "Collectives" section."""
         return op_rows(self.compute_records())
 
+    def graph_ops(self, graph: Optional[str] = None) -> list[dict]:
+        """The ops inside compiled graphs (all graphs, or the graph named `graph`): per graph
+        and op name, calls, the sum of their spans in the graph's schedule, each engine's busy
+        time and the HBM bytes they moved; sorted by their busiest engine's time. Ops of one
+        graph overlap, so their spans add up to more than the graph's time."""
+        return graph_op_rows([r for r in self.compute_records()
+                              if graph is None or r["name"] == graph])
+
     # -- reports ----------------------------------------------------------------------------
 
     def summary(self, top: int = 15) -> str:
@@ -169,6 +177,8 @@ class profile:
         if graphs:
             lines += ["", "Compiled graphs (each one launch, its engines scheduled together; "
                       "busy: share of the graph's time)"] + graphs
+            lines += ["", "Inside compiled graphs (ops by their busiest engine's time; spans "
+                      "overlap)"] + graph_op_table(compute, top)
         if collectives:
             lines += ["", "Collectives"] + collectives_table(collectives)
         if self.compiles["graphs"]:
@@ -343,6 +353,38 @@ def compiled_graph_table(records: list[dict]) -> list[str]:
     return lines
 
 
+def graph_op_rows(records: list[dict]) -> list[dict]:
+    """graph_ops() of these records: their compiled graphs' parts, by graph and op name."""
+    rows = {}
+    for r in records:
+        for part in r.get("parts", ()):
+            row = rows.setdefault((r["name"], part["name"]), {
+                "graph": r["name"], "name": part["name"], "calls": 0, "span_ns": 0.0,
+                "engine_ns": collections.Counter(), "bytes": 0})
+            row["calls"] += 1
+            row["span_ns"] += part["duration_ns"]
+            row["engine_ns"].update(part["engine_ns"])
+            row["bytes"] += part["bytes"]
+    for row in rows.values():
+        row["engine_ns"] = dict(row["engine_ns"])
+        row["busiest"] = max(row["engine_ns"], key=row["engine_ns"].get, default="")
+    return sorted(rows.values(), key=lambda row: -max(row["engine_ns"].values(), default=0))
+
+
+def graph_op_table(records: list[dict], top: int) -> list[str]:
+    """The `top` ops inside compiled graphs: span, busiest engine and its time, bytes."""
+    rows = graph_op_rows(records)[:top]
+    names = [f"{row['graph']}: {row['name']}" for row in rows]
+    width = max([40] + [len(n) + 2 for n in names])
+    lines = [f"{'graph: op':<{width}}{'calls':>7}{'span (us)':>11}{'busiest':>10}"
+             f"{'busy (us)':>11}{'MB':>9}"]
+    for name, row in zip(names, rows):
+        busy = row["engine_ns"].get(row["busiest"], 0.0)
+        lines.append(f"{name:<{width}}{row['calls']:>7}{row['span_ns'] / 1e3:>11.1f}"
+                     f"{row['busiest']:>10}{busy / 1e3:>11.1f}{row['bytes'] / 1e6:>9.2f}")
+    return lines
+
+
 def fallback_line(fallback_ops: dict[str, int]) -> str:
     if not fallback_ops:
         return "CPU fallback ops: none"
@@ -398,4 +440,20 @@ def process_trace_events(records: list[dict], pid: int, name: str,
             events.append({"ph": "X", "name": r["name"], "pid": pid,
                            "tid": tid(r["device"], ENGINE_TID_BASE + ENGINES.index(e)),
                            "ts": r["start_ns"] / 1e3, "dur": busy / 1e3})
+        events += graph_part_events(r, pid, tid(r["device"], r["queue"]), len(events))
+    return events
+
+
+def graph_part_events(record: dict, pid: int, tid: int, first_id: int) -> list[dict]:
+    """A compiled graph's ops as async slices under its record (they overlap, so they cannot
+    nest as complete events do): one begin and one end event each, category "graph op"."""
+    events = []
+    for i, part in enumerate(record.get("parts", ())):
+        start = (record["start_ns"] + part["start_ns"]) / 1e3
+        common = {"name": part["name"], "cat": "graph op", "pid": pid, "tid": tid,
+                  "id": first_id + i}
+        events.append({**common, "ph": "b", "ts": start,
+                       "args": {"graph": record["name"], "bytes": part["bytes"],
+                                "engine_ns": part["engine_ns"]}})
+        events.append({**common, "ph": "e", "ts": start + part["duration_ns"] / 1e3})
     return events

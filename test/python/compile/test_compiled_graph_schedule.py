@@ -136,6 +136,42 @@ def test_intermediates_stay_in_sbuf_inputs_and_outputs_move_through_hbm(predicti
     assert graph["bytes"] == 2 * act + 2 * weight
 
 
+@pytest.mark.extended  # one compile, about 5 s
+def test_the_profile_shows_each_op_inside_a_compiled_graph(predicting):
+    """The same graph: its trace record lists its ops (mm, relu, mm) in program order with the
+    HBM bytes each moved, counted here from the tensors: the first matmul reads x and w and
+    keeps h in SBUF, relu moves nothing, the second reads w and writes y. The summary and the
+    Chrome trace show them too."""
+    torch._dynamo.reset()
+    x = torch.empty(256, 512, device="neuron")
+    w = torch.empty(512, 512, device="neuron")
+    compiled_fn = torch.compile(two_matmuls, backend="neuron")
+    compiled_fn(x, w)
+    with torch_neuron.profiler.profile() as prof:
+        compiled_fn(x, w)
+    act, weight = 256 * 512 * 4, 512 * 512 * 4
+    (graph,) = prof.records
+    parts = graph["parts"]
+    assert [p["name"].split(".")[0] for p in parts] == ["aten::mm", "cpp_fused_relu_0",
+                                                          "aten::mm"], parts
+    assert [p["bytes"] for p in parts] == [act + weight, 0, weight + act]
+    for p in parts:
+        assert LAUNCH_NS <= p["start_ns"] <= p["start_ns"] + p["duration_ns"] <= \
+            graph["duration_ns"] * (1 + 1e-12)
+        assert p["engine_ns"].get("DMA", 0) <= p["duration_ns"] * (1 + 1e-9)
+    assert parts[0]["engine_ns"]["TensorE"] > 0 and "TensorE" not in parts[1]["engine_ns"]
+    # relu reads what the first matmul wrote; the second matmul reads what relu wrote.
+    assert parts[1]["start_ns"] + parts[1]["duration_ns"] >= \
+        parts[0]["start_ns"] + parts[0]["engine_ns"]["TensorE"]
+    rows = prof.graph_ops()
+    assert {(r["name"], r["calls"]) for r in rows} == {(parts[0]["name"], 2),
+                                                        (parts[1]["name"], 1)}
+    assert sum(r["bytes"] for r in rows) == graph["bytes"]
+    assert "Inside compiled graphs" in prof.summary()
+    events = [e for e in prof.chrome_trace()["traceEvents"] if e.get("cat") == "graph op"]
+    assert sorted(e["ph"] for e in events) == ["b"] * 3 + ["e"] * 3
+
+
 @pytest.mark.extended  # two compiles of BERT-base and an eager ALBERT, about 20 s
 def test_the_prediction_does_not_depend_on_what_the_allocator_cached(predicting):
     """Note [Allocation ids]: a compiled graph's buffers are named by allocation, not by the

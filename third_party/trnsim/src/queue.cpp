@@ -54,7 +54,7 @@ double Queue::launch(const std::string& name, const OpCost& cost, std::string de
 }
 
 double Queue::launch(const std::string& name, const OpCost& cost, double duration_ns,
-                     std::string detail) {
+                     std::string detail, std::vector<TraceSpan> parts) {
   if (!(duration_ns >= 0)) throw Error("work '" + name + "' has a negative or NaN duration");
   if (clock_pauses > 0) return now_ns();
   if (health_ != nullptr) health_->on_launch(device_);
@@ -83,7 +83,8 @@ double Queue::launch(const std::string& name, const OpCost& cost, double duratio
     engines_lock.unlock();
   }
   TraceRecord record{name,       device_,    id_,          start, duration_ns, cost.engine_ns,
-                     cost.flops, cost.bytes, std::move(detail), thread_trace_tag};
+                     cost.flops, cost.bytes, std::move(detail), thread_trace_tag,
+                     std::move(parts)};
   if (watched) {
     if (auto f = current_observer()) (*f)(record);
   }

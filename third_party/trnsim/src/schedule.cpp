@@ -556,8 +556,53 @@ void OpProgram::build() const {
   next_buffer_ = 0;
   saved_bytes_ = 0;
   std::vector<SbufUse> use = sbuf_use();
-  for (size_t i = 0; i < pending_.size(); ++i) place(pending_[i], std::move(use[i]));
+  first_instruction_.clear();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    first_instruction_.push_back(schedule_.size());
+    place(pending_[i], std::move(use[i]));
+  }
+  first_instruction_.push_back(schedule_.size());
   built_ = true;
+}
+
+std::vector<OpTiming> OpProgram::op_timings(const ScheduleResult& result) const {
+  build();
+  if (result.times.size() != schedule_.size()) {
+    throw Error("op_timings() needs a run of this program's current schedule (" +
+                std::to_string(schedule_.size()) + " instructions), got one of " +
+                std::to_string(result.times.size()));
+  }
+  std::vector<OpTiming> out(pending_.size());
+  for (size_t op = 0; op < pending_.size(); ++op) {
+    OpTiming& t = out[op];
+    t.source = pending_[op].source;
+    const size_t first = first_instruction_[op], last = first_instruction_[op + 1];
+    std::vector<InstructionTime> transfers;
+    for (size_t i = first; i < last; ++i) {
+      const Instruction& in = schedule_.instruction(i);
+      const InstructionTime& time = result.times[i];
+      t.start_ns = i == first ? time.start_ns : std::min(t.start_ns, time.start_ns);
+      t.end_ns = std::max(t.end_ns, time.end_ns);
+      if (in.engine == Engine::Dma) {
+        transfers.push_back(time);
+        t.hbm_bytes += in.bytes;
+      } else {
+        t.busy_ns[static_cast<int>(in.engine)] += time.end_ns - time.start_ns;
+      }
+    }
+    // DMA: the time at least one of its transfers runs, as ScheduleResult counts it.
+    std::sort(transfers.begin(), transfers.end(),
+              [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+    double covered_to = 0;
+    for (const InstructionTime& x : transfers) {
+      const double from = std::max(x.start_ns, covered_to);
+      if (x.end_ns > from) t.busy_ns[static_cast<int>(Engine::Dma)] += x.end_ns - from;
+      covered_to = std::max(covered_to, x.end_ns);
+    }
+    // A copy, host round trip or collective is one fixed-time transfer of what it moves.
+    if (!is_compute(pending_[op].time)) t.hbm_bytes = pending_[op].time.cost.bytes;
+  }
+  return out;
 }
 
 void OpProgram::place(const PendingOp& op, SbufUse use) const {

@@ -359,6 +359,49 @@ TEST(OpProgram, IntermediatesStayInSbufInputsAndOutputsInHbm) {
   EXPECT_EQ(unknown.sbuf_saved_bytes(), mib);
 }
 
+TEST(OpProgram, OpTimingsSayWhenEachOpRanAndWhatItMoved) {
+  // The chain of IntermediatesStayInSbufInputsAndOutputsInHbm: f reads x from HBM and keeps t
+  // in SBUF, g reads t there and writes y to HBM, so each moves 1 MiB, and g's VectorE pass
+  // starts when f's ends. A copy of y after them is one transfer of its bytes.
+  const InstanceSpec& trn1 = find_instance("trn1.2xlarge");
+  const uint64_t mib = 1 << 20;
+  const Work pass{Streaming{StreamingKernel::Elementwise, Engine::Vector, mib / 4}, 2 * mib};
+  const WorkTime t = time_of(trn1, pass);
+  const WorkTime copy = time_of(trn1, Work{Copy{CopyKind::DeviceToDeviceSameChip, mib}, 0});
+  const std::vector<Region> x{bytes(0, mib)}, tmp{bytes(mib, 2 * mib)},
+      y{bytes(2 * mib, 3 * mib)}, z{bytes(3 * mib, 4 * mib)};
+  OpProgram program(trn1);
+  program.keep_in_hbm(x);
+  program.keep_in_hbm(y);
+  program.keep_in_hbm(z);
+  program.add_op(t, &x, &tmp, "f");
+  program.add_op(t, &tmp, &y, "g");
+  program.add_op(copy, &y, &z, "copy");
+  const ScheduleResult r = program.schedule().run();
+  const std::vector<OpTiming> ops = program.op_timings(r);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].source, "f");
+  EXPECT_EQ(ops[1].source, "g");
+  EXPECT_DOUBLE_EQ(ops[0].start_ns, 0);
+  const double vector = t.cost.engine_ns[static_cast<int>(Engine::Vector)];
+  EXPECT_GE(ops[1].end_ns, 2 * vector - 1e-6);
+  EXPECT_GE(ops[2].start_ns, ops[1].end_ns);  // the copy reads what g wrote
+  EXPECT_DOUBLE_EQ(ops[2].end_ns, r.makespan_ns);
+  EXPECT_EQ(ops[0].hbm_bytes, mib);
+  EXPECT_EQ(ops[1].hbm_bytes, mib);
+  ASSERT_GT(copy.cost.bytes, 0u);
+  EXPECT_EQ(ops[2].hbm_bytes, copy.cost.bytes);
+  EXPECT_NEAR(ops[0].busy_ns[static_cast<int>(Engine::Vector)], vector, 1e-6);
+  EXPECT_GT(ops[2].busy_ns[static_cast<int>(Engine::Dma)], 0);
+  for (const OpTiming& op : ops) {  // DMA counts time, not transfers, so never above the span
+    EXPECT_LE(op.busy_ns[static_cast<int>(Engine::Dma)], op.end_ns - op.start_ns + 1e-6);
+  }
+  // A run of another program is refused.
+  OpProgram other(trn1);
+  other.add_op(t, &x, &tmp, "f");
+  EXPECT_THROW(program.op_timings(other.schedule().run()), Error);
+}
+
 TEST(OpProgram, AWeightLoadDoesNotWaitForTheActivationInSbuf) {
   // f makes t (1 MiB, kept in SBUF: no HBM bytes) on VectorE; g reads t and a program input
   // w and writes the output y on ScalarE (3 MiB alone, 2 MiB with t in SBUF). g's transfer

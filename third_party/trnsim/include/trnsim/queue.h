@@ -21,6 +21,15 @@
 
 namespace trnsim {
 
+// One op of a launch that runs several (a compiled graph's ops): when it ran, from the
+// launch's start, each engine's busy time on it and the HBM bytes it moved.
+struct TraceSpan {
+  std::string name;
+  double start_ns = 0, duration_ns = 0;
+  std::array<double, kEngineCount> engine_ns{};
+  uint64_t bytes = 0;
+};
+
 // One launched piece of work, kept when tracing is on.
 struct TraceRecord {
   std::string name;
@@ -33,6 +42,7 @@ struct TraceRecord {
   uint64_t bytes = 0;
   std::string detail;  // e.g. operand shapes
   uint64_t tag = 0;    // the launching thread's trace tag (set_trace_tag) when it was launched
+  std::vector<TraceSpan> parts;  // the ops of a launched program, when the caller gave them
 };
 
 // Process-wide switch: every queue records TraceRecords while it is on (a profiler session).
@@ -98,9 +108,10 @@ class Queue {
   double launch(const std::string& name, double duration_ns);
   // Appends an op whose duration and engine use come from the cost model.
   double launch(const std::string& name, const OpCost& cost, std::string detail = {});
-  // Appends work of a given duration whose engine use `cost` describes (a DMA transfer).
+  // Appends work of a given duration whose engine use `cost` describes (a DMA transfer, a
+  // program of ops whose `parts` the trace records).
   double launch(const std::string& name, const OpCost& cost, double duration_ns,
-                std::string detail);
+                std::string detail, std::vector<TraceSpan> parts = {});
   // Work launched later starts no earlier than t (an event wait, a cross-queue dependency).
   void wait_until(double t_ns);
   // Appends an event record (Note [Event records]); returns the time it writes.

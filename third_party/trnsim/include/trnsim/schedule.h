@@ -213,6 +213,17 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 // residency ends there, and it saves nothing. The ops are turned
 // into instructions when the schedule is first asked for, once every region is known.
 constexpr uint32_t kSbufSpace = 1;  // the address space of OpProgram's SBUF buffers
+
+// One op of a scheduled program: when its first instruction started and its last ended (from
+// the program's start), each engine's busy time on it (Engine::Dma: the time at least one of
+// its transfers runs), and the HBM bytes its transfers moved (what SBUF residency left of its
+// charge). Ops overlap, so their spans do not add up to the makespan.
+struct OpTiming {
+  std::string source;
+  double start_ns = 0, end_ns = 0;
+  std::array<double, kEngineCount> busy_ns{};
+  uint64_t hbm_bytes = 0;
+};
 constexpr uint64_t kProgramTileBytes = kEngineLanes * kStreamTileElements * 4;
 constexpr int kMaxOpTiles = 256;
 
@@ -233,6 +244,8 @@ class OpProgram {
   // HBM bytes the ops would move on their own, and what SBUF residency saved of them.
   uint64_t charged_bytes() const { return charged_bytes_; }
   uint64_t sbuf_saved_bytes() const;
+  // Each op's timing in `result`, a run of this program's schedule, in program order.
+  std::vector<OpTiming> op_timings(const ScheduleResult& result) const;
 
  private:
   struct PendingOp {
@@ -261,6 +274,7 @@ class OpProgram {
   mutable Schedule schedule_;
   mutable uint64_t next_buffer_ = 0;
   mutable uint64_t saved_bytes_ = 0;
+  mutable std::vector<size_t> first_instruction_;  // per op; one past the last op's: size()
   mutable bool built_ = false;
 };
 

@@ -114,7 +114,7 @@ void open_graph(c10::DeviceIndex device, const std::string& name,
   region_open = true;
   std::vector<trnsim::Region> regions;
   for (const at::Tensor& t : inputs) add_region(t, regions);
-  open_region->program.keep_in_hbm(regions);
+  open_region->program.keep_in_hbm(regions, trnsim::OpProgram::Kept::Input);
 }
 
 double close_graph(c10::ArrayRef<at::Tensor> outputs) {

@@ -17,7 +17,8 @@ import time
 from torch_neuron import _C
 from torch_neuron.profiler.collectives import (collective_rows, format_bytes, is_collective,
                                        time_breakdown)
-from torch_neuron.profiler import fallback_line, mfu, op_table, process_trace_events
+from torch_neuron.profiler import (fallback_line, graph_op_table, mfu, op_table,
+                                   process_trace_events)
 
 TOP_OPS = 10
 
@@ -149,6 +150,10 @@ def summary(reports: list[dict], world_size: int, running: list[int] | None = No
 
     compute = [r for r in records if not is_collective(r)]
     lines += ["", f"Ops (summed over ranks; top {TOP_OPS})"] + op_table(compute, TOP_OPS)
+    inside = graph_op_table(compute, TOP_OPS)
+    if len(inside) > 1:
+        lines += ["", "Inside compiled graphs (summed over ranks; ops by their busiest "
+                  "engine's time; spans overlap)"] + inside
     fallback: dict[str, int] = {}
     for report in reports:
         for op, n in report["fallback_ops"].items():

@@ -338,7 +338,7 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
       transfer.reads.insert(transfer.reads.end(), list->begin(), list->end());
     }
     for (const auto* list : {&regions.writes, &regions.whole_writes, &regions.sbuf_writes,
-                             &regions.sbuf_whole_writes}) {
+                             &regions.sbuf_whole_writes, &regions.completed_writes}) {
       transfer.writes.insert(transfer.writes.end(), list->begin(), list->end());
     }
     transfer.source = source;
@@ -359,6 +359,10 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
     writes.insert(writes.end(), regions.whole_writes.begin(), regions.whole_writes.end());
     if (!regions.tile_scratch.empty()) writes.push_back(regions.tile_scratch[i]);
     std::vector<Region> engine_reads = reads, engine_writes = writes;
+    if (i == tiles - 1) {
+      engine_writes.insert(engine_writes.end(), regions.completed_writes.begin(),
+                           regions.completed_writes.end());
+    }
     for (const Region& r : regions.sbuf_tiled_reads) engine_reads.push_back(slice(r, i, tiles));
     engine_reads.insert(engine_reads.end(), regions.sbuf_whole_reads.begin(),
                         regions.sbuf_whole_reads.end());
@@ -422,8 +426,9 @@ void OpProgram::add_op(const WorkTime& time, const std::vector<Region>* inputs,
   built_ = false;
 }
 
-void OpProgram::keep_in_hbm(const std::vector<Region>& regions) {
+void OpProgram::keep_in_hbm(const std::vector<Region>& regions, Kept role) {
   kept_.insert(kept_.end(), regions.begin(), regions.end());
+  if (role == Kept::Input) inputs_.insert(inputs_.end(), regions.begin(), regions.end());
   kept_known_ = true;
   built_ = false;
 }
@@ -468,6 +473,7 @@ std::vector<OpProgram::SbufUse> OpProgram::sbuf_use() const {
     size_t writer;
     size_t last_use;
     bool kept;
+    bool input;  // part of a program input, updated in place
     bool resident = false;
   };
   struct Read {
@@ -505,12 +511,14 @@ std::vector<OpProgram::SbufUse> OpProgram::sbuf_use() const {
       live.erase(std::remove_if(live.begin(), live.end(),
                                 [&](size_t t) { return overlap_bytes(w, tensors[t].region) > 0; }),
                  live.end());
-      const bool kept = !kept_known_ || std::any_of(kept_.begin(), kept_.end(), [&](const Region& k) {
-        return overlap_bytes(w, k) > 0;
-      });
+      const auto overlaps = [&](const std::vector<Region>& list) {
+        return std::any_of(list.begin(), list.end(),
+                           [&](const Region& k) { return overlap_bytes(w, k) > 0; });
+      };
+      const bool kept = !kept_known_ || overlaps(kept_);
       written[i][j] = tensors.size();
       live.push_back(tensors.size());
-      tensors.push_back({w, i, i, kept});
+      tensors.push_back({w, i, i, kept, overlaps(inputs_)});
     }
   }
   // Pass 2: in program order, keep what fits beside the tensors resident then.
@@ -525,7 +533,7 @@ std::vector<OpProgram::SbufUse> OpProgram::sbuf_use() const {
       if (written[i][j] == SIZE_MAX) continue;
       Tensor& tensor = tensors[written[i][j]];
       const uint64_t size = tensor.region.end - tensor.region.begin;
-      if (used + size > resident_capacity_) continue;
+      if (used + size > resident_capacity_ || tensor.input) continue;
       tensor.resident = true;
       used += size;
       if (!tensor.kept) {
@@ -623,21 +631,33 @@ void OpProgram::place(const PendingOp& op, SbufUse use) const {
   }
   const std::vector<Region>* inputs = &op.inputs;
   const std::vector<Region>* outputs = &op.outputs;
+  const auto is_output = [&](const Region& r) {
+    return std::any_of(outputs->begin(), outputs->end(), [&](const Region& o) {
+      return o.space == r.space && o.begin == r.begin && o.end == r.end;
+    });
+  };
   uint64_t largest = 0;
   for (const Region& r : *outputs) largest = std::max(largest, region_bytes(r));
-  const int tiles = static_cast<int>(std::clamp<uint64_t>(
-      (largest + kProgramTileBytes - 1) / kProgramTileBytes, 1, kMaxOpTiles));
+  // TensorE work streams its largest operand when that is larger than its result (a weight
+  // against a few rows of activations, a KV cache against one query): then the operand is
+  // cut into the tiles, and the result is complete after the last (Note [Ops as tiles]).
   const bool tensor_engine = time.cost.engine_ns[static_cast<int>(Engine::Tensor)] > 0;
+  uint64_t streamed = 0;
+  if (tensor_engine) {
+    for (const Region& r : *inputs) {
+      if (!is_output(r)) streamed = std::max(streamed, region_bytes(r));
+    }
+  }
+  const bool by_operand = streamed > largest;
+  const uint64_t basis = by_operand ? streamed : largest;
+  const int tiles = static_cast<int>(std::clamp<uint64_t>(
+      (basis + kProgramTileBytes - 1) / kProgramTileBytes, 1, kMaxOpTiles));
   for (size_t j = 0; j < inputs->size(); ++j) {
     const Region& r = (*inputs)[j];
     // An input that is also an output (an out= argument, an in-place operand) is ordered by
     // the write already: a write waits for every earlier reader and writer.
-    if (std::any_of(outputs->begin(), outputs->end(), [&](const Region& o) {
-          return o.space == r.space && o.begin == r.begin && o.end == r.end;
-        })) {
-      continue;
-    }
-    const bool tiled = !tensor_engine && tiles > 1 && region_bytes(r) >= largest;
+    if (is_output(r)) continue;
+    const bool tiled = tiles > 1 && region_bytes(r) >= basis && (!tensor_engine || by_operand);
     const bool sbuf = in_sbuf && use.input_in_sbuf[j];
     (tiled ? (sbuf ? regions.sbuf_tiled_reads : regions.tiled_reads)
            : (sbuf ? regions.sbuf_whole_reads : regions.whole_reads))
@@ -647,6 +667,7 @@ void OpProgram::place(const PendingOp& op, SbufUse use) const {
     const Region& r = (*outputs)[j];
     const bool tiled = region_bytes(r) == largest || tiles == 1;
     const bool sbuf = in_sbuf && use.output_in_sbuf[j];
+    if (by_operand && tiled && tiles > 1) regions.completed_writes.push_back(r);
     (tiled ? (sbuf ? regions.sbuf_writes : regions.writes)
            : (sbuf ? regions.sbuf_whole_writes : regions.whole_writes))
         .push_back(r);

@@ -456,6 +456,96 @@ TEST(OpProgram, AnIntermediateLargerThanHalfTheSbufSpills) {
   EXPECT_EQ(barrier.sbuf_saved_bytes(), 0u);
 }
 
+TEST(OpProgram, ADecodeMatmulStreamsItsWeightThroughTheSbufRing) {
+  // Two independent matmuls of 4 rows by a 16 MiB bf16 weight each (a decode step): each is
+  // cut along its weight into 16 tiles of 1 MiB, which spread over the core's 16 DMA queues,
+  // each running its transfers in program order. So the first weight streams first: the
+  // first matmul ends when 16 of the 32 MiB have moved, where as one transfer each the two
+  // weights would share the bandwidth and both end at 32.
+  const InstanceSpec& trn1 = find_instance("trn1.2xlarge");
+  const uint64_t mib = 1 << 20;
+  const Work mm{Matmul{1, 4, 4096, 2048, Precision::BF16}, 16 * mib};
+  const WorkTime t = time_of(trn1, mm);
+  const std::vector<Region> x{bytes(0, 32 * 1024)}, w1{bytes(mib, 17 * mib)},
+      w2{bytes(17 * mib, 33 * mib)}, y1{bytes(40 * mib, 40 * mib + 32 * 1024)},
+      y2{bytes(41 * mib, 41 * mib + 32 * 1024)};
+  const std::vector<Region> in1{x[0], w1[0]}, in2{x[0], w2[0]};
+  OpProgram program(trn1);
+  program.add_op(t, &in1, &y1, "mm1");
+  program.add_op(t, &in2, &y2, "mm2");
+  const Schedule& s = program.schedule();
+  std::vector<Region> weight_slices;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.instruction(i).engine != Engine::Dma || s.instruction(i).source != s.instruction(0).source) continue;
+    for (const Region& r : s.instruction(i).reads) {
+      if (r.begin >= w1[0].begin && r.end <= w1[0].end) weight_slices.push_back(r);
+    }
+  }
+  ASSERT_EQ(weight_slices.size(), 16u);
+  EXPECT_EQ(weight_slices.front().end - weight_slices.front().begin, mib);
+  const ScheduleResult r = program.schedule().run();
+  const std::vector<OpTiming> ops = program.op_timings(r);
+  const double all = 32.0 * mib / trn1.core_stream_gbps();
+  // Within a few tiles' TensorE time of the transfers (the last tiles' buffers free late).
+  EXPECT_GE(r.makespan_ns, all);
+  EXPECT_LT(r.makespan_ns, 1.05 * all);
+  EXPECT_GE(ops[0].end_ns, 0.5 * all);
+  EXPECT_LT(ops[0].end_ns, 0.55 * all);
+}
+
+TEST(OpProgram, AResultEveryTileAddsToIsReadAfterTheLastTile) {
+  // A matmul of 512 rows by a 16 MiB weight is cut along the weight (16 tiles); each tile adds
+  // to all of its 4 MiB result. An elementwise op over the result (4 tiles, one per MiB) may
+  // start none of its tiles before the matmul's last tile has run.
+  const InstanceSpec& trn1 = find_instance("trn1.2xlarge");
+  const uint64_t mib = 1 << 20;
+  const Work mm{Matmul{1, 512, 4096, 2048, Precision::BF16}, 20 * mib};
+  const Work pass{Streaming{StreamingKernel::Elementwise, Engine::Vector, mib}, 8 * mib};
+  const std::vector<Region> x{bytes(0, 4 * mib)}, w{bytes(4 * mib, 20 * mib)},
+      y{bytes(20 * mib, 24 * mib)}, z{bytes(24 * mib, 28 * mib)}, in{x[0], w[0]};
+  OpProgram program(trn1);
+  program.add_op(time_of(trn1, mm), &in, &y, "mm");
+  program.add_op(time_of(trn1, pass), &y, &z, "pass");
+  const Schedule& s = program.schedule();
+  const ScheduleResult r = s.run();
+  const uint32_t mm_tag = s.instruction(0).source;
+  double last_tensor_end = 0, first_pass_start = 1e300;
+  int pass_vector_tiles = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const Instruction& in_i = s.instruction(i);
+    if (in_i.source == mm_tag && in_i.engine == Engine::Tensor) {
+      last_tensor_end = std::max(last_tensor_end, r.times[i].end_ns);
+    } else if (in_i.source != mm_tag && in_i.engine == Engine::Vector) {
+      first_pass_start = std::min(first_pass_start, r.times[i].start_ns);
+      ++pass_vector_tiles;
+    }
+  }
+  EXPECT_EQ(pass_vector_tiles, 4);
+  EXPECT_GE(first_pass_start, last_tensor_end);
+}
+
+TEST(OpProgram, AnInputUpdatedInPlaceStaysInHbm) {
+  // u updates a few entries of the 4 MiB cache c (a program input, moving 64 KiB); g then reads
+  // all of c: from HBM, since u did not bring it on chip. Had u written a 4 MiB tensor the
+  // program made, g would read it from SBUF (Note [Intermediates in SBUF]).
+  const InstanceSpec& trn1 = find_instance("trn1.2xlarge");
+  const uint64_t mib = 1 << 20;
+  const Work update{Streaming{StreamingKernel::Elementwise, Engine::GpSimd, 16 * 1024}, mib / 16};
+  const Work whole{Streaming{StreamingKernel::Elementwise, Engine::Vector, mib}, 4 * mib};
+  const Work read{Streaming{StreamingKernel::Elementwise, Engine::Vector, mib}, 4 * mib + 4096};
+  const std::vector<Region> c{bytes(0, 4 * mib)}, v{bytes(8 * mib, 8 * mib + 4096)},
+      y{bytes(9 * mib, 9 * mib + 4096)};
+  for (const bool made : {false, true}) {
+    OpProgram program(trn1);
+    if (!made) program.keep_in_hbm(c, OpProgram::Kept::Input);
+    program.keep_in_hbm(y);
+    program.add_op(time_of(trn1, made ? whole : update), &v, &c, "u");
+    program.add_op(time_of(trn1, read), &c, &y, "g");
+    // Made: u's write stays on chip (4 MiB) and g reads it there (4 MiB).
+    EXPECT_EQ(program.sbuf_saved_bytes(), made ? 8 * mib : 0) << made;
+  }
+}
+
 TEST(Schedule, RejectsABadQueue) {
   Schedule s(trn2(), 2);
   EXPECT_THROW(s.add(transfer(2, 8)), Error);

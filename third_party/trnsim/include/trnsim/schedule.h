@@ -154,6 +154,10 @@ class Schedule {
 struct OpRegions {
   std::vector<Region> tiled_reads, whole_reads, writes;
   std::vector<Region> whole_writes;  // written whole by every tile (a reduction's result)
+  // Written whole by the last tile's engines, once every tile has written its slice of it: a
+  // result each tile adds to all of (a matmul cut along its weight), which its readers may use
+  // only when every tile is done, while the tiles do not wait for each other.
+  std::vector<Region> completed_writes;
   // Empty, or one region per tile that tile i also writes (its SBUF buffer: buffers reused
   // across ops make a tile wait until the earlier tile of that buffer is done).
   std::vector<Region> tile_scratch;
@@ -174,12 +178,18 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 // A program of ops launched together (a compiled graph) on one core, scheduled on its engines:
 //   - an op is cut into tiles of kProgramTileBytes of its largest output, at most
 //     kMaxOpTiles (assumption: a tile of 128 partitions x kStreamTileElements fp32, the size
-//     streaming_engine.h assumes an eager op streams in);
-//   - inputs at least as large as that output are read tile by tile (elementwise operands,
-//     a row reduction's input); smaller inputs (broadcast operands) and every input of TensorE
-//     work (matmul, attention, convolution: a tile of output rows reads all of the right
-//     operand) are read whole; outputs of the largest size are written tile by tile, smaller
-//     ones (a reduction's result) whole by every tile;
+//     streaming_engine.h assumes an eager op streams in); TensorE work (matmul, attention,
+//     convolution) whose largest input is larger than its result is cut along that input
+//     instead: a decode step's matmul streams its weight, its attention the KV cache, through
+//     SBUF tile by tile;
+//   - inputs at least as large as the size cut are read tile by tile (elementwise operands,
+//     a row reduction's input, a streamed operand); smaller inputs (broadcast operands) and,
+//     when TensorE work is cut along its result, all its inputs (a tile of output rows reads
+//     all of the right operand) are read whole; the largest outputs are written tile by tile,
+//     smaller ones (a reduction's result) whole by every tile; a streamed operand's tiles each
+//     add to all of the result, so they write it slice by slice (they do not wait for each
+//     other) and the last tile's engines write it whole once the others are done (its readers
+//     wait for every tile: OpRegions::completed_writes);
 //   - each tile holds an SBUF buffer from a ring of SBUF / (2 x kProgramTileBytes) buffers
 //     (assumption: an input and an output tile each; SBUF size from the architecture guides,
 //     instance.cpp), so at most that many tiles are in flight;
@@ -201,7 +211,10 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 // intermediate stays in SBUF from the op that writes it to the last op that reads it when it
 // fits beside the others resident then (first come, first kept; the rest spill), and then:
 //   - its write moves no HBM bytes, and every read of it moves none for the bytes it overlaps;
-//   - a kept output (or input) is still written to HBM, but read back from SBUF;
+//   - a kept output is still written to HBM, but read back from SBUF;
+//   - an input the program updates in place stays in HBM, and is read back from there: the
+//     update may write a few entries (a KV cache's new position), and the rest of the tensor
+//     was never on chip;
 //   - the op's DMA transfers neither read nor write what stays in SBUF (OpRegions' sbuf_
 //     lists), so a weight load does not wait for the activation it will multiply: it starts
 //     when its DMA queue and its tile's SBUF buffer are free, so Note [Ops as tiles]'s ring of
@@ -236,7 +249,8 @@ class OpProgram {
   // Regions the program must leave in HBM: its inputs and outputs (Note [Intermediates in
   // SBUF]). May be called before or after the ops are added. Until it is called, every
   // tensor the program writes is kept (written back): only reads come from SBUF.
-  void keep_in_hbm(const std::vector<Region>& regions);
+  enum class Kept { Input, Output };
+  void keep_in_hbm(const std::vector<Region>& regions, Kept role = Kept::Output);
   // The program as instructions (built on first use after an op or region is added).
   Schedule& schedule();
   const Schedule& schedule() const;
@@ -268,7 +282,7 @@ class OpProgram {
   uint64_t sbuf_buffers_;
   uint64_t resident_capacity_;
   std::vector<PendingOp> pending_;
-  std::vector<Region> kept_;
+  std::vector<Region> kept_, inputs_;
   bool kept_known_ = false;
   uint64_t charged_bytes_ = 0;
   mutable Schedule schedule_;

@@ -226,6 +226,8 @@ size_t add_work(Schedule& schedule, const WorkTime& time, const OpRegions& regio
 // residency ends there, and it saves nothing. The ops are turned
 // into instructions when the schedule is first asked for, once every region is known.
 constexpr uint32_t kSbufSpace = 1;  // the address space of OpProgram's SBUF buffers
+constexpr uint64_t kProgramTileBytes = kEngineLanes * kStreamTileElements * 4;
+constexpr int kMaxOpTiles = 256;
 
 // One op of a scheduled program: when its first instruction started and its last ended (from
 // the program's start), each engine's busy time on it (Engine::Dma: the time at least one of
@@ -237,8 +239,6 @@ struct OpTiming {
   std::array<double, kEngineCount> busy_ns{};
   uint64_t hbm_bytes = 0;
 };
-constexpr uint64_t kProgramTileBytes = kEngineLanes * kStreamTileElements * 4;
-constexpr int kMaxOpTiles = 256;
 
 class OpProgram {
  public:

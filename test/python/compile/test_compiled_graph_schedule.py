@@ -115,17 +115,23 @@ def two_matmuls(x, w):
     return torch.relu(x @ w) @ w
 
 
+def _compiled_two_matmuls():
+    """two_matmuls compiled and called once, with x [256, 512] and w [512, 512] float32."""
+    torch._dynamo.reset()
+    x = torch.empty(256, 512, device="neuron")
+    w = torch.empty(512, 512, device="neuron")
+    compiled_fn = torch.compile(two_matmuls, backend="neuron")
+    compiled_fn(x, w)
+    return compiled_fn, x, w
+
+
 @pytest.mark.extended  # one compile, about 5 s
 def test_intermediates_stay_in_sbuf_inputs_and_outputs_move_through_hbm(predicting):
     """(x @ w).relu() @ w with x [256, 512] and w [512, 512] float32: eagerly, each op reads its
     operands from HBM and writes its result there (x, w, h; h, r; r, w, y). As one compiled
     graph, h and r are intermediates that fit in SBUF (Note [Intermediates in SBUF]): only x,
     w twice (each matmul streams its weights) and the output y move through HBM."""
-    torch._dynamo.reset()
-    x = torch.empty(256, 512, device="neuron")
-    w = torch.empty(512, 512, device="neuron")
-    compiled_fn = torch.compile(two_matmuls, backend="neuron")
-    compiled_fn(x, w)
+    compiled_fn, x, w = _compiled_two_matmuls()
     with torch_neuron.profiler.profile() as prof:
         compiled_fn(x, w)
         two_matmuls(x, w)
@@ -142,11 +148,7 @@ def test_the_profile_shows_each_op_inside_a_compiled_graph(predicting):
     HBM bytes each moved, counted here from the tensors: the first matmul reads x and w and
     keeps h in SBUF, relu moves nothing, the second reads w and writes y. The summary and the
     Chrome trace show them too."""
-    torch._dynamo.reset()
-    x = torch.empty(256, 512, device="neuron")
-    w = torch.empty(512, 512, device="neuron")
-    compiled_fn = torch.compile(two_matmuls, backend="neuron")
-    compiled_fn(x, w)
+    compiled_fn, x, w = _compiled_two_matmuls()
     with torch_neuron.profiler.profile() as prof:
         compiled_fn(x, w)
     act, weight = 256 * 512 * 4, 512 * 512 * 4

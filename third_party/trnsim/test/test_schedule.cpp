@@ -476,8 +476,9 @@ TEST(OpProgram, ADecodeMatmulStreamsItsWeightThroughTheSbufRing) {
   const Schedule& s = program.schedule();
   std::vector<Region> weight_slices;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s.instruction(i).engine != Engine::Dma || s.instruction(i).source != s.instruction(0).source) continue;
-    for (const Region& r : s.instruction(i).reads) {
+    const Instruction& in_i = s.instruction(i);
+    if (in_i.engine != Engine::Dma || in_i.source != s.instruction(0).source) continue;
+    for (const Region& r : in_i.reads) {
       if (r.begin >= w1[0].begin && r.end <= w1[0].end) weight_slices.push_back(r);
     }
   }

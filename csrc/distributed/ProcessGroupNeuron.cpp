@@ -490,10 +490,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::collective(
   // The chain goes on (Note [Known values in predict-only mode]).
   std::optional<ComputeKnownValues> computing;
   if (with_values) computing.emplace();
+  const auto algorithms = collective_algorithms();
   const double end = charge(queue, c10::str("c10d::", name), nullptr,
-                            {trnsim::CollectiveOp{kind, size, places_}}, [&] {
-                              const auto cost = trnsim::collective_cost(system().instance(), kind,
-                                                                        size, places_);
+                            {trnsim::CollectiveOp{kind, size, places_, algorithms}}, [&] {
+                              const auto cost = trnsim::collective_cost(
+                                  system().instance(), kind, size, places_, algorithms);
                               return json_detail(cost, kind, size, places_.size(), group_name_);
                             });
   staging.record_stream(stream);
@@ -1224,6 +1225,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNeuron::recvAnysource(
     std::vector<at::Tensor>& tensors, int tag) {
   if (!neuron_device(tensors)) return cpu_->recvAnysource(tensors, tag);
   return point_to_point(OpType::RECVANYSOURCE, tensors, -1, tag);
+}
+
+trnsim::CollectiveAlgorithms collective_algorithms() {
+  return trnsim::collective_algorithms_named(
+      settings::read_text("TORCH_NEURON_COLLECTIVE_ALGORITHMS"));
 }
 
 }  // namespace torch_neuron

@@ -204,4 +204,8 @@ class ProcessGroupNeuron final : public c10d::Backend {
   std::unique_ptr<SendLanes> lanes_ = std::make_unique<SendLanes>();
 };
 
+// The runtime whose collective algorithms the cost model picks from
+// (TORCH_NEURON_COLLECTIVE_ALGORITHMS; Note [Collective algorithms by release] in trnsim).
+trnsim::CollectiveAlgorithms collective_algorithms();
+
 }  // namespace torch_neuron

@@ -26,11 +26,13 @@ trnsim::Collective collective_named(const std::string& name) {
 // The cost model's prediction for a collective: what the backend charges (tests, benchmarks).
 py::dict collective_cost(const std::string& op, uint64_t bytes,
                          const std::vector<std::pair<int, int>>& places,
-                         const std::string& instance) {
+                         const std::string& instance,
+                         const std::optional<std::string>& algorithms) {
   std::vector<trnsim::RankPlace> ranks;
   for (const auto& [node, chip] : places) ranks.push_back({node, chip});
-  const auto cost = trnsim::collective_cost(trnsim::find_instance(instance),
-                                            collective_named(op), bytes, ranks);
+  const auto cost = trnsim::collective_cost(
+      trnsim::find_instance(instance), collective_named(op), bytes, ranks,
+      algorithms ? trnsim::collective_algorithms_named(*algorithms) : collective_algorithms());
   py::dict d;
   d["duration_ns"] = cost.duration_ns;
   d["algorithm"] = cost.algorithm;
@@ -95,7 +97,8 @@ void bind_distributed(py::module& m) {
           return ranks;
         }));
   m.def("_collective_cost", torch::wrap_pybind_function(&collective_cost), py::arg("op"),
-        py::arg("bytes"), py::arg("places"), py::arg("instance"));
+        py::arg("bytes"), py::arg("places"), py::arg("instance"),
+        py::arg("algorithms") = py::none());
   m.def("_collective_places", torch::wrap_pybind_function(&collective_places),
         py::arg("instance"), py::arg("ranks"), py::arg("ranks_per_node") = 0);
 }

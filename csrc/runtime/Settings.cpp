@@ -36,6 +36,10 @@ const std::vector<Spec>& build_table() {
       {"TORCH_NEURON_INJECT_FAULT", Type::Text, "", "",
        "<kind>:<device>:<launch>, e.g. hbm_ue:1:500: that launch fails with the Neuron "
        "runtime's status (torch_neuron.inject_fault)"},
+      {"TORCH_NEURON_COLLECTIVE_ALGORITHMS", Type::Choice, "current", "current|neuron-2.18",
+       "the Neuron runtime whose collective algorithms the model picks from: current (today's "
+       "docs) or neuron-2.18 (Ring, and all-reduce's all-to-all pattern only on 16 ranks of a "
+       "trn1 on NeuronCores 0-15 or 16-31), to predict measurements of that release"},
       {"TORCH_NEURON_VIRTUAL_RANKS", Type::Text, "", "",
        "a virtual world: the global ranks that run as processes, e.g. '0' or '0,128'; the "
        "other ranks of WORLD_SIZE are virtual (set by `python -m torch_neuron run --virtual`)"},

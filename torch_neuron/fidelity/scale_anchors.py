@@ -126,7 +126,7 @@ def mean_decode_bucket(buckets: list[int], prompt: int, out: int) -> int:
 
 
 def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note, cache_len,
-             on_request=True, positions=None, attention="sdpa", batch=1, **status):
+             on_request=True, positions=None, attention="sdpa", batch=1, env=(), **status):
     # Compiled, as AWS measured it (a prefill and a decode graph): 2-3 minutes of wall time
     # for the 70B model on the 2-core machine lightly loaded, against 10-25 s eager.
     run = ("llama_generate.py", 1, nproc, instance, "0",
@@ -134,10 +134,12 @@ def _latency(prefix, instance, nproc, tp, size, prompt, ttft, tpot, source, note
             "--cache-len", str(max(cache_len, prompt + 4)), "--compile", "--attention",
             attention)
            + (("--batch", str(batch)) if batch > 1 else ())
-           + (("--positions", str(positions)) if positions else ()))
+           + (("--positions", str(positions)) if positions else ()),
+           env)
     workload = (f"examples/llama_generate.py {size} virtual, TP {tp} on {instance}, "
                 f"{f'batch {batch}, ' if batch > 1 else ''}prompt {prompt} tokens, compiled, "
-                f"{attention} attention")
+                f"{attention} attention"
+                + "".join(f", {name}={value}" for name, value in env))
     worker = (f"{size}-tp{tp}-{instance}-{f'batch{batch}-' if batch > 1 else ''}"
               f"prompt{prompt}-cache{cache_len}")  # the run's anchors share it
     kw = dict(note=f"{note}; the example differs: {INFERENCE_DIFFERENCES}", worker=worker,
@@ -167,6 +169,11 @@ TNX_218_ATTENTION = ("attention as matmul, softmax and matmul (--attention eager
                      "Transformers NeuronX had no flash attention kernel before Neuron 2.19")
 
 
+# The rows' runtime (Neuron 2.18: runtime-lib 2.20) ran a TP-32 group's all-reduces as Ring
+# (trnsim Note [Collective algorithms by release]); the runs model its algorithms.
+TNX_218_COLLECTIVES = (("TORCH_NEURON_COLLECTIVE_ALGORITHMS", "neuron-2.18"),)
+
+
 def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None, batch=1):
     """A row of the latency table (batch 1) or of the throughput table (batch 4 or 8)."""
     prefix = f"{model.lower()}-trn1-tp32-{f'b{batch}-' if batch > 1 else ''}in{inp}-out{out}"
@@ -176,7 +183,8 @@ def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None, ba
     cache_len = mean_decode_bucket(token_buckets_tnx(seq), inp, out)
     note = (f"AWS's KV cache holds {seq} positions and TPOT is over {out} output tokens, the "
             f"steps' mean bucket {cache_len} positions (Note [Decode cache buckets]); "
-            f"{TNX_218_ATTENTION}")
+            f"{TNX_218_ATTENTION}; collectives as Neuron 2.18's runtime ran them (Ring for 32 "
+            "ranks: Note [Collective algorithms by release])")
     if model in PADDED_HEADS:
         note += "; 40 heads padded to 64 over TP 32, as NxD's pad_model pads them"
     if positions:
@@ -184,7 +192,7 @@ def _trn1(model, seq, inp, out, ttft, tpot, weights, release, positions=None, ba
     status = dict(status=EXCLUDED, reason=INT8_WEIGHTS) if weights == "int8" else {}
     return _latency(prefix, "trn1.32xlarge", 32, 32, TRN1_SIZES[model], inp, ttft, tpot, source,
                     note=note, cache_len=cache_len, positions=positions, attention="eager",
-                    batch=batch, **status)
+                    batch=batch, env=TNX_218_COLLECTIVES, **status)
 
 
 ANCHORS = (

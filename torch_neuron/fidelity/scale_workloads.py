@@ -30,22 +30,26 @@ def command(script: str, nnodes: int, nproc: int, instance: str, run_ranks: str,
 
 @functools.lru_cache(maxsize=None)
 def virtual_run(script: str, nnodes: int, nproc: int, instance: str, run_ranks: str,
-                args: tuple) -> tuple[str, float]:
-    """The run's stdout and its wall time in s. Cached: the anchors of one run (time to first
-    token and per output token) share it."""
+                args: tuple, env: tuple = ()) -> tuple[str, float]:
+    """The run's stdout and its wall time in s, with the settings `env` ((name, value) pairs)
+    set for it. Cached: the anchors of one run (time to first token and per output token)
+    share it."""
     # The worker's environment (its instance, predict-only) is the run's too: --instance
     # names the same instance, and a virtual world runs predict-only anyway.
     start = time.monotonic()
-    out = subprocess.run(command(script, nnodes, nproc, instance, run_ranks, args), cwd=REPO,
-                         capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    argv = command(script, nnodes, nproc, instance, run_ranks, args)
+    out = subprocess.run(argv, cwd=REPO, env=dict(os.environ, **dict(env)), capture_output=True,
+                         text=True, timeout=RUN_TIMEOUT_S)
     if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(command(script, nnodes, nproc, instance, run_ranks, args))}"
-                           f" exited with {out.returncode}:\n{out.stderr[-2000:]}")
+        settings = "".join(f"{name}={value} " for name, value in env)
+        raise RuntimeError(f"{settings}{' '.join(argv)} exited with {out.returncode}:\n"
+                           f"{out.stderr[-2000:]}")
     wall = time.monotonic() - start
     # On stderr with the runner's prefix, which passes it through: CI logs show each run's
     # cost (the launcher's wall time; the printing rank's own wall time and peak RSS).
     host = HOST.search(out.stdout)
-    print(f"fidelity: {script} {' '.join(args)}: {wall:.1f} s wall"
+    print(f"fidelity: {''.join(f'{n}={v} ' for n, v in env)}{script} {' '.join(args)}: "
+          f"{wall:.1f} s wall"
           f"{', rank ' + host.group(0) if host else ''}", file=sys.stderr, flush=True)
     return out.stdout, wall
 

@@ -94,3 +94,25 @@ def test_bad_placement_is_a_clear_error():
         predict_collective("allreduce", 8, 4, "trn1.32xlarge")
     with pytest.raises(RuntimeError, match="valid names"):
         predict_collective("all_reduce", 8, 4, "trn9.huge")
+
+
+def test_neuron_2_18_algorithms_follow_its_release_notes(monkeypatch):
+    # Note [Collective algorithms by release]: Ring for 32 ranks; all-reduce's all-to-all
+    # pattern (Mesh, 2 phases of 2 steps with 2 ranks per chip) on 16 ranks on cores 0-15.
+    monkeypatch.setenv("TORCH_NEURON_COLLECTIVE_ALGORITHMS", "neuron-2.18")
+    tp32 = predict_collective("all_reduce", 8192, 32, "trn1.32xlarge")
+    assert tp32["algorithm"] == "ring" and tp32["steps"] == 62
+    assert tp32["latency_ns"] == FIXED_NS + 62 * STEP_NS
+    tp16 = predict_collective("all_reduce", 8192, 16, "trn1.32xlarge")
+    assert tp16["algorithm"] == "mesh" and tp16["steps"] == 4
+    assert predict_collective("all_gather", 8192, 16, "trn1.32xlarge")["algorithm"] == "ring"
+    # An explicit choice wins over the setting; a bad name says which ones exist.
+    now = _C._collective_cost("all_reduce", 8192, [(0, c // 2) for c in range(32)],
+                              "trn1.32xlarge", algorithms="current")
+    assert now["algorithm"] != "ring" and now["duration_ns"] < tp32["duration_ns"] / 5
+    with pytest.raises(RuntimeError, match="neuron-2.18"):
+        _C._collective_cost("all_reduce", 8192, [(0, 0), (0, 0)], "trn1.32xlarge",
+                            algorithms="2.18")
+    monkeypatch.setenv("TORCH_NEURON_COLLECTIVE_ALGORITHMS", "2.18")
+    with pytest.raises(RuntimeError, match="TORCH_NEURON_COLLECTIVE_ALGORITHMS"):
+        predict_collective("all_reduce", 8192, 32, "trn1.32xlarge")

@@ -23,9 +23,9 @@ REPORT = "torch_neuron report"
 TIMEOUT = 150
 
 
-def launch(*args, timeout=TIMEOUT):
+def launch(*args, timeout=TIMEOUT, env=None):
     result = run_process_group([sys.executable, "-m", "torch_neuron", "run", *args],
-                               timeout=timeout)
+                               timeout=timeout, env=env)
     assert result.returncode == 0, (f"exit {result.returncode}\nstdout:\n{result.stdout}\n"
                                     f"stderr:\n{result.stderr}")
     return result.stdout
@@ -93,6 +93,27 @@ def test_virtual_world_of_64_ranks_on_two_instances():
     # Timed for the whole group where torchrun puts it: both instances, so EFA.
     assert "64 ranks on 2 instances" in out and "/ EFA" in out
     assert "ranks 33 ran" in out or "rank 33 ran" in out
+
+
+def test_a_neuron_2_18_job_runs_its_all_reduces_as_rings():
+    """TORCH_NEURON_COLLECTIVE_ALGORITHMS=neuron-2.18 (Note [Collective algorithms by
+    release]): 32 ranks of a trn1.32xlarge all-reduce DDP's gradients as Neuron 2.18's runtime
+    did, Ring, 2 x 31 hops; today's runtime reaches every rank in a few steps."""
+    args = ("--nproc-per-node", "32", "--instance", "trn1.32xlarge", "--virtual",
+            "--run-ranks", "0", os.path.join(WORKERS, "virtual_world_worker.py"))
+    ring = launch(*args, env={"TORCH_NEURON_COLLECTIVE_ALGORITHMS": "neuron-2.18"})
+    today = launch(*args)
+    (key, ring_us), = [(k, t) for k, t in collectives(ring).items() if k[0] == "c10d::all_reduce"]
+    assert key[1] == "129.2KiB" and key[2] == "32"
+    assert re.search(r"c10d::all_reduce .* ring / NeuronLink", ring)
+    # Fixed 2.6 us + 62 hops of 1.3 us (the NKI DMA guide's semaphore-to-start; the intra-node
+    # doc's 1-2 us per hop), plus the ring's 2 x 31/32 of the bytes at no less than a rank's
+    # share of its chip's HBM over 3 touches (820 GB/s over 2 cores: 137 GB/s).
+    latency_us = 2.6 + 62 * 1.3
+    bytes_us = 2 * 31 / 32 * 129.2 * 1024 / (820 / 2 / 3) / 1e3
+    assert latency_us <= ring_us <= latency_us + bytes_us
+    today_us = collectives(today)[key]
+    assert not re.search(r"c10d::all_reduce .* ring / ", today) and today_us < ring_us / 5
 
 
 @pytest.mark.extended

@@ -248,6 +248,15 @@ def test_the_scale_anchors_are_listed_and_only_one_run_is_in_the_default_set():
     assert {a.worker for a in default if a.kind == "scale"} == {
         "70b-tp64-trn2.48xlarge-prompt10000-cache12800"}
     assert cli.select(None, None, everything=True) == ANCHORS
+    # Each run models the collective algorithms of the release that measured it (trnsim Note
+    # [Collective algorithms by release]): Neuron 2.18's for the trn1 decoder tables' rows,
+    # today's for the rest (Neuron 2.24 training, the trn2 tutorial).
+    for a in scale:
+        settings = dict(a.predict.args[0][6]) if len(a.predict.args[0]) > 6 else {}
+        old_release = "Neuron 2.18" in a.source
+        assert settings == ({"TORCH_NEURON_COLLECTIVE_ALGORITHMS": "neuron-2.18"}
+                            if old_release else {}), a.name
+        assert ("TORCH_NEURON_COLLECTIVE_ALGORITHMS=neuron-2.18" in a.workload) == old_release
 
 
 def test_the_scale_workloads_parse_what_the_examples_print(monkeypatch):

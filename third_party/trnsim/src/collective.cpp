@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "trnsim/error.h"
@@ -153,6 +154,38 @@ Stage flat_stage(Collective op, const Level& l, int p, double scale) {
   return s;
 }
 
+// The algorithms of a stage running `op` that `algorithms` allows (Note [Collective
+// algorithms by release]); `all_to_all_group`: a group the 2.18 runtime ran all-reduce's
+// all-to-all pattern on.
+Stage allowed(Stage stage, Collective op, CollectiveAlgorithms algorithms,
+              bool all_to_all_group) {
+  const bool restricted = op == Collective::AllReduce || op == Collective::AllGather ||
+                          op == Collective::ReduceScatter;
+  if (algorithms == CollectiveAlgorithms::Current || !restricted) return stage;
+  Stage out;
+  for (const Algorithm& a : stage) {
+    const std::string name = a.name;
+    if (name == "none" || name == "ring" ||
+        (op == Collective::AllReduce && all_to_all_group && name == "mesh")) {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// "16 ranks on TRN1/TRN1N within the instance ... limited to NeuronCores 0-15 or 16-31"
+// (Note [Collective algorithms by release]): logical core c of an instance sits on chip
+// c / logical_cores_per_chip, so cores 0-15 are the first 16 / logical_cores_per_chip chips.
+bool trn1_all_to_all_group(const InstanceSpec& inst, const std::vector<RankPlace>& ranks) {
+  if (inst.chip->name != "Trainium1" || ranks.size() != 16 || inst.core_count() < 32) {
+    return false;
+  }
+  auto half = [&](const RankPlace& r) { return r.chip * inst.logical_cores_per_chip / 16; };
+  return std::all_of(ranks.begin(), ranks.end(), [&](const RankPlace& r) {
+    return r.node == ranks.front().node && half(r) == half(ranks.front());
+  });
+}
+
 const Algorithm& cheapest(const Stage& stage, double bytes) {
   return *std::min_element(stage.begin(), stage.end(), [&](const auto& x, const auto& y) {
     return x.cost.at(bytes) < y.cost.at(bytes);
@@ -271,8 +304,22 @@ double bus_factor(Collective op, int ranks) {
   }
 }
 
+const char* collective_algorithms_name(CollectiveAlgorithms algorithms) {
+  return algorithms == CollectiveAlgorithms::Neuron2_18 ? "neuron-2.18" : "current";
+}
+
+CollectiveAlgorithms collective_algorithms_named(const std::string& name) {
+  for (auto a : {CollectiveAlgorithms::Current, CollectiveAlgorithms::Neuron2_18}) {
+    if (name == collective_algorithms_name(a)) return a;
+  }
+  throw Error("unknown collective algorithms '" + name +
+              "'; expected current or neuron-2.18 (the Neuron release whose runtime's "
+              "collective algorithms to model)");
+}
+
 CollectiveCost collective_cost(const InstanceSpec& instance, Collective op, uint64_t bytes,
-                               const std::vector<RankPlace>& ranks) {
+                               const std::vector<RankPlace>& ranks,
+                               CollectiveAlgorithms algorithms) {
   if (ranks.empty()) {
     throw Error(std::string("collective ") + collective_name(op) +
                 " needs at least one rank in its group");
@@ -292,11 +339,12 @@ CollectiveCost collective_cost(const InstanceSpec& instance, Collective op, uint
       us > 1 && x <= us &&
       std::all_of(g.node_ids.begin(), g.node_ids.end(),
                   [&](int n) { return n / us == g.node_ids.front() / us; });
+  const bool all_to_all_group = trn1_all_to_all_group(instance, ranks);
   std::vector<Stage> stages;
   int inter = -1;  // index of the stage between instances, when hierarchical
   Level all = intra, one = intra;
   if (x == 1) {
-    stages.push_back(flat_stage(op, intra, p, 1.0));
+    stages.push_back(allowed(flat_stage(op, intra, p, 1.0), op, algorithms, all_to_all_group));
   } else {
     // Between instances (Neuron docs, "Inter-node Collective Communications"): stages within
     // each instance and between instances, each with its own step latency and bandwidth.
@@ -306,7 +354,7 @@ CollectiveCost collective_cost(const InstanceSpec& instance, Collective op, uint
     one = one_ultraserver ? ultraserver(instance, x, 1) : network(instance, k, 1);
     auto add = [&](Collective o, const Level& l, int n, double scale, bool between) {
       if (between) inter = static_cast<int>(stages.size());
-      stages.push_back(flat_stage(o, l, n, scale));
+      stages.push_back(allowed(flat_stage(o, l, n, scale), o, algorithms, false));
     };
     switch (op) {
       case Collective::AllReduce:  // reduce-scatter, all-reduce of the shards, all-gather

@@ -248,7 +248,7 @@ WorkTime time_of(const InstanceSpec& instance, const Work& work) {
   // The collective cores drive the core's DMA engines; its compute engines stay free. The
   // collective holds the core's DMA queues (its HBM share) for its bytes' time at their full
   // rate (Note [Collective DMA share] in collective.h).
-  const CollectiveCost cc = collective_cost(instance, c.op, c.bytes, c.ranks);
+  const CollectiveCost cc = collective_cost(instance, c.op, c.bytes, c.ranks, c.algorithms);
   OpCost cost;
   cost.bytes = static_cast<uint64_t>(cc.dma_bytes);
   cost.hbm_ns = cc.dma_ns;

@@ -524,5 +524,83 @@ TEST(Collective, LeavingTheInstanceCostsMore) {
   }
 }
 
+// Ranks on logical cores first..first+count-1 of a trn1.32xlarge (2 per chip).
+std::vector<RankPlace> trn1_cores(int first, int count) {
+  std::vector<RankPlace> out;
+  for (int c = first; c < first + count; ++c) out.push_back({0, c / 2});
+  return out;
+}
+
+TEST(Collective, Neuron218RanTpThirtyTwoAllReducesAsRings) {
+  // Note [Collective algorithms by release]: Neuron 2.18's runtime ran all-reduce's all-to-all
+  // pattern on 16 ranks only, so 32 ranks of a trn1.32xlarge ran Ring: 2(p-1) = 62 hops.
+  const InstanceSpec& trn1 = find_instance("trn1.32xlarge");
+  const auto all32 = trn1_cores(0, 32);
+  const CollectiveCost old =
+      collective_cost(trn1, Collective::AllReduce, 8 * kKiB, all32, CollectiveAlgorithms::Neuron2_18);
+  EXPECT_EQ(old.algorithm, "ring");
+  EXPECT_EQ(old.steps, 62);
+  EXPECT_DOUBLE_EQ(old.latency_ns, kFixedNs + 62 * kIntraHopNs);  // 83.2 us
+  const CollectiveCost now = collective_cost(trn1, Collective::AllReduce, 8 * kKiB, all32);
+  EXPECT_NE(now.algorithm, "ring");
+  EXPECT_LT(now.duration_ns * 5, old.duration_ns);
+  // All-gather and reduce-scatter had no other algorithm in its notes either.
+  for (Collective op : {Collective::AllGather, Collective::ReduceScatter}) {
+    const CollectiveCost c =
+        collective_cost(trn1, op, 8 * kKiB, all32, CollectiveAlgorithms::Neuron2_18);
+    EXPECT_EQ(c.algorithm, "ring") << collective_name(op);
+    EXPECT_EQ(c.steps, 31) << collective_name(op);
+  }
+  // Between instances too (RDH and the inter-node mesh came later).
+  const auto two_nodes = across_nodes(trn1, 2, 1);
+  EXPECT_EQ(collective_cost(trn1, Collective::AllReduce, 8, two_nodes,
+                            CollectiveAlgorithms::Neuron2_18).algorithm,
+            "ring");
+  EXPECT_NE(collective_cost(trn1, Collective::AllReduce, 8, two_nodes).algorithm, "ring");
+  // The notes name nothing for the other operations: both sets run the same algorithms.
+  for (Collective op : {Collective::Broadcast, Collective::AllToAll, Collective::SendRecv}) {
+    EXPECT_DOUBLE_EQ(
+        collective_cost(trn1, op, 8 * kKiB, all32, CollectiveAlgorithms::Neuron2_18).duration_ns,
+        collective_cost(trn1, op, 8 * kKiB, all32).duration_ns)
+        << collective_name(op);
+  }
+}
+
+TEST(Collective, Neuron218RanTheAllToAllPatternOnSixteenRanksOfHalfATrn1) {
+  // "enabled for 16 ranks on TRN1/TRN1N within the instance (intranode); choice of 16 ranks is
+  // limited to NeuronCores 0-15 or 16-31" (runtime-lib 2.15.11.0 release notes).
+  const InstanceSpec& trn1 = find_instance("trn1.32xlarge");
+  for (int first : {0, 16}) {
+    const CollectiveCost c = collective_cost(trn1, Collective::AllReduce, 8 * kKiB,
+                                             trn1_cores(first, 16), CollectiveAlgorithms::Neuron2_18);
+    EXPECT_EQ(c.algorithm, "mesh") << "cores " << first << "-" << first + 15;
+    EXPECT_EQ(c.steps, 4);  // two phases, each to the other chips then within the chip
+  }
+  // Cores 8-23 straddle the halves; 8 ranks are not 16.
+  EXPECT_EQ(collective_cost(trn1, Collective::AllReduce, 8 * kKiB, trn1_cores(8, 16),
+                            CollectiveAlgorithms::Neuron2_18).algorithm,
+            "ring");
+  EXPECT_EQ(collective_cost(trn1, Collective::AllReduce, 8 * kKiB, trn1_cores(0, 8),
+                            CollectiveAlgorithms::Neuron2_18).algorithm,
+            "ring");
+  // A Trainium2 instance has no such group.
+  EXPECT_EQ(collective_cost(find_instance("trn2.48xlarge"), Collective::AllReduce, 8 * kKiB,
+                            one_per_chip(16), CollectiveAlgorithms::Neuron2_18).algorithm,
+            "ring");
+}
+
+TEST(Collective, AlgorithmSetsGoByName) {
+  for (auto a : {CollectiveAlgorithms::Current, CollectiveAlgorithms::Neuron2_18}) {
+    EXPECT_EQ(collective_algorithms_named(collective_algorithms_name(a)), a);
+  }
+  EXPECT_STREQ(collective_algorithms_name(CollectiveAlgorithms::Neuron2_18), "neuron-2.18");
+  try {
+    collective_algorithms_named("2.18");
+    ADD_FAILURE() << "an unknown name was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("neuron-2.18"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace trnsim

@@ -42,6 +42,22 @@
 // launches take it in issue order, so a collective starts once work issued before it on other
 // streams has left the DMA queues (Device::dma_free_ns; the process group counts that in each
 // rank's arrival, so the ranks still agree on the start).
+//
+// Note [Collective algorithms by release]
+// Which algorithms the runtime may pick from changed between Neuron releases, and a prediction
+// of a measurement must use the release that measured it. Two sets are modelled:
+//   - Current: the algorithms above, as the runtime's collective docs describe them
+//     (neuron-runtime/explore/intranode- and internode-collective-comm.rst, 2025-26);
+//   - Neuron2_18 (Neuron 2.18, runtime-lib 2.20, aws-neuron-sdk@d4f19516 release-notes/
+//     runtime): all-reduce, all-gather and reduce-scatter run Ring, except all-reduce's
+//     all-to-all pattern ("Mesh" today), added in runtime-lib 2.14.8.0 and from
+//     runtime-lib 2.15.11.0 / collectives 2.15.13.0 "enabled for 16 ranks on TRN1/TRN1N
+//     within the instance (intranode); choice of 16 ranks is limited to NeuronCores 0-15 or
+//     16-31". No note up to 2.18 extends it, and the inter-node algorithms came later (an
+//     "inter-node mesh algorithm" improved in runtime-lib 2.22.14.0, RDH introduced in
+//     Neuron 2.24), so a group of 32 ranks or of several instances ran Ring. The release
+//     notes name no algorithm for the other operations: both sets run the model's for them.
+// Ring's per-step latency is the same in both (the intra-node doc's 1-2 us per hop).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +82,12 @@ enum class Collective {
   Barrier,
 };
 const char* collective_name(Collective op);  // "all_reduce", "all_gather", ...
+
+// Which runtime's algorithms a collective may run (Note [Collective algorithms by release]).
+enum class CollectiveAlgorithms { Current, Neuron2_18 };
+const char* collective_algorithms_name(CollectiveAlgorithms algorithms);  // "current", "neuron-2.18"
+// The set a name gives; throws trnsim::Error naming the valid ones for any other.
+CollectiveAlgorithms collective_algorithms_named(const std::string& name);
 
 // Where one rank's NeuronCore sits: which simulated instance (node) and which chip of it.
 struct RankPlace {
@@ -107,8 +129,10 @@ struct CollectiveCost {
 // A group of one rank costs nothing (every field 0, algorithm "none"); a barrier moves no data
 // (link_gbps, algbw and busbw 0). Throws trnsim::Error for an empty group or a rank placed
 // outside the instance's chips.
+// The runtime picks the cheapest of the algorithms `algorithms` allows.
 CollectiveCost collective_cost(const InstanceSpec& instance, Collective op, uint64_t bytes,
-                               const std::vector<RankPlace>& ranks);
+                               const std::vector<RankPlace>& ranks,
+                               CollectiveAlgorithms algorithms = CollectiveAlgorithms::Current);
 
 // The latencies of Note [Collective latency], ns, in units of one DMA's descriptor setup,
 // synchronization and semaphore-to-start (kDmaFixedLatencyNs, isa_cost.h).

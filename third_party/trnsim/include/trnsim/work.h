@@ -98,6 +98,7 @@ struct CollectiveOp {
   Collective op = Collective::AllReduce;
   uint64_t bytes = 0;
   std::vector<RankPlace> ranks;
+  CollectiveAlgorithms algorithms = CollectiveAlgorithms::Current;
 };
 
 struct Work {

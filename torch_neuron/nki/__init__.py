@@ -31,9 +31,11 @@ from torch_neuron.nki.profile import KernelProfile, TimedInstruction, profile
 from torch_neuron.nki.records import InstructionRecord, Operand, Region
 from torch_neuron.nki.tensor import KernelRun, NkiTensor
 
+dtype = language.DType  # `nki.dtype`, the type of a dtype (a name string) in annotations
+
 __all__ = [
     "jit", "simulate", "run", "profile", "nki_op", "KernelProfile", "TimedInstruction", "Kernel", "KernelRun", "NkiTensor", "InstructionRecord",
-    "Operand", "Region", "isa", "language", "typing", "NkiValidationError",
+    "Operand", "Region", "isa", "language", "typing", "dtype", "NkiValidationError",
     "PartitionLimitError", "TileSizeError", "CapacityError", "PsumBankError", "DtypeError",
     "MemorySpaceError", "ShapeError", "OutOfBoundsError", "UninitializedReadError",
     "UnsupportedError", "ReleasedTileError",

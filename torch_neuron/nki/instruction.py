@@ -53,6 +53,11 @@ class oob_mode(enum.Enum):
     skip = 1
 
 
+class dma_engine(enum.Enum):
+    dma = 1          # the shared DMA engines (the default)
+    gpsimd_dma = 2   # GpSimd's internal DMA, for SBUF-to-SBUF swaps between cores at LNC=2
+
+
 class matmul_perf_mode(enum.Enum):
     none = "none"
     double_row = "double_row"

@@ -23,7 +23,7 @@ from torch_neuron.nki.ops import OPERATORS, Operator, apply
 from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
 from torch_neuron.nki.instruction import (  # noqa: F401  (the enums are nki.isa's API)
-    _Instruction, _scalar_regs, _vector_regs, dge_mode, engine, get_nc_sub_version,
+    _Instruction, _scalar_regs, _vector_regs, dge_mode, dma_engine, engine, get_nc_sub_version,
     get_nc_version, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
     scalar_engine, tensor_engine, unknown_engine, vector_engine)
 
@@ -56,6 +56,62 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     nbytes = dst.size * dst.dt.itemsize
     run = min(src.contiguous_bytes() * dst.dt.itemsize // src.dt.itemsize,
               dst.contiguous_bytes())
+    ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
+
+
+# The permutation dma_transpose applies, by the source's rank (its docstring: "For 2-d input
+# tile, the permutation will be [1, 0]", 3-d [2, 1, 0], 4-d [3, 1, 2, 0]).
+_DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
+                  oob_mode=oob_mode.error, name=None):
+    """dst = src transposed by the DMA engines, from HBM or SBUF into SBUF (the Trainium2
+    architecture guide's "DMA Transpose": HBM2SBUF and SBUF2SBUF)."""
+    ins = _Instruction("dma_transpose")
+    ins.tile(dst, "dst", on_chip=False, spaces=("sbuf",), read=False)
+    ins.tile(src, "src", on_chip=False, spaces=("sbuf", "private_hbm", "shared_hbm"))
+    perm = _DMA_TRANSPOSE_AXES.get(src.ndim)
+    if perm is None:
+        raise ins.error(ShapeError, f"src {src.shape} has {src.ndim} dims; dma_transpose takes "
+                                    f"2-d, 3-d or 4-d tiles")
+    if axes is not None and tuple(axes) != perm:
+        raise ins.error(NkiValidationError, f"axes={tuple(axes)}: a {src.ndim}-d transpose "
+                                            f"permutes by {perm}")
+    # The Trainium2 guide: "bit-accurate transposition for both 2-byte and 4-byte data types";
+    # the hardware-DGE form takes 2-byte ones only (docstring).
+    if src.dt.itemsize not in ((2,) if dge_mode == dge_mode.hwdge else (2, 4)):
+        raise ins.error(DtypeError, f"src is {src.dtype}; dma_transpose moves 2-byte dtypes, "
+                                    f"or 4-byte ones without dge_mode=hwdge")
+    if dst.dtype != src.dtype:
+        raise ins.error(DtypeError, f"dst is {dst.dtype} but src is {src.dtype}: a transpose "
+                                    f"keeps the dtype")
+    if src.shape[-1] > ins.target.partitions:
+        raise ins.error(TileSizeError, f"src {src.shape}: its last dim becomes the partition "
+                                       f"dim, at most {ins.target.partitions}")
+    want = tuple(src.shape[i] for i in perm)
+    if dst.shape != want:
+        raise ins.error(ShapeError, f"dst {dst.shape} must be {want} for src {src.shape}")
+    if dge_mode == dge_mode.hwdge:
+        # Hardware DGE transpose (docstring, "DMA Direct Transpose Constraints").
+        ok = (src.shape[0] == 16 if src.ndim == 2 else
+              src.shape[0] in (1, 2, 4, 8, 16) and (src.shape[0] * src.shape[-2]) % 16 == 0)
+        if not ok:
+            raise ins.error(ShapeError, f"src {src.shape}: a hardware-DGE transpose needs "
+                                        f"src.shape[0] == 16 (2-d) or in (1, 2, 4, 8, 16) with "
+                                        f"src.shape[0] * src.shape[-2] a multiple of 16")
+    elif dge_mode not in (dge_mode.unknown, dge_mode.none):
+        raise ins.error(NkiValidationError, f"dge_mode={dge_mode.name}: a direct transpose "
+                                            f"takes dge_mode unknown or hwdge")
+    values = ins.values(src, "src")
+    ins.write(dst, lambda: np.transpose(values, perm))
+    # Cost: a DMA copy into the same destination tile (its partitions' runs as descriptors).
+    # The 16 DMA engines write the transposed tile together, and the guide gives "up to 90%
+    # DMA throughput utilization given hardware-friendly tensor access patterns, compared to
+    # up to 100% ... for a DMA copy", with no figure for other patterns; neither difference
+    # is modelled.
+    nbytes = src.size * src.dt.itemsize
+    run = dst.contiguous_bytes()
     ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
 
 
@@ -269,6 +325,61 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 
 
 # -- Vector / Scalar / GpSimd engines -----------------------------------------------------------
+
+_QUADRANT = 32  # partitions a stream shuffle permutes within (nc_stream_shuffle docstring)
+_SHUFFLE_KEEP = 255  # "shuffle_mask[i]=255 means the output tensor in partition [i] will be
+#                      unmodified"
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
+    """Within each quadrant of 32 partitions, partition i of dst takes partition
+    shuffle_mask[i] of src (255: dst's partition i is left as it is); Vector Engine."""
+    ins = _Instruction("nc_stream_shuffle")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(src, "src")
+    if dst.dtype != src.dtype:
+        raise ins.error(DtypeError, f"dst is {dst.dtype} but src is {src.dtype}: they must "
+                                    f"share the data type")
+    if dst.free_size != src.free_size:
+        raise ins.error(ShapeError, f"dst {dst.shape} and src {src.shape} must have the same "
+                                    f"elements per partition")
+    mask = [int(m) for m in shuffle_mask]
+    if len(mask) != _QUADRANT or any(not (0 <= m < _QUADRANT or m == _SHUFFLE_KEEP)
+                                     for m in mask):
+        raise ins.error(NkiValidationError, f"shuffle_mask {mask} must have 32 entries, each a "
+                                            f"partition 0..31 of the quadrant or 255 (keep)")
+    active = -(-max(src.shape[0], dst.shape[0]) // _QUADRANT) * _QUADRANT
+    allowed = {128: (0,), 96: (0,), 64: (0, 64), 32: (0, 32, 64, 96)}[active]
+    for role, t in (("src", src), ("dst", dst)):
+        start = t.region().partitions[0]
+        if start not in allowed:
+            raise ins.error(NkiValidationError, f"{role} starts at partition {start}; with "
+                                                f"{active} active partitions it must start at "
+                                                f"{' or '.join(map(str, allowed))}")
+    P, F = ins.pf(dst)
+    source = [None if mask[p % _QUADRANT] == _SHUFFLE_KEEP
+              else p - p % _QUADRANT + mask[p % _QUADRANT] for p in range(P)]
+    for p, q in enumerate(source):
+        if q is not None and q >= src.shape[0]:
+            raise ins.error(ShapeError, f"dst partition {p} takes src partition {q}, but src "
+                                        f"has {src.shape[0]}")
+    x = ins.values(src, "src")
+    keeps = None in source
+    if keeps:
+        ins.reads.append(dst)  # the kept partitions keep dst's values
+    old = ins.values(dst, "dst") if keeps else None
+
+    def result():
+        data = x.reshape(src.shape[0], -1)
+        out = old.reshape(P, F).copy() if keeps else np.empty((P, F), dtype=data.dtype)
+        for p, q in enumerate(source):
+            if q is not None:
+                out[p] = data[q]
+        return out
+
+    ins.write(dst, result)
+    ins.record("VectorE")
+
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     ins = _Instruction("tensor_tensor")
@@ -702,7 +813,10 @@ def _assign(dst, value):
 
 _tensor_module.ASSIGN = _assign
 
+from torch_neuron.nki import isa_constants as constants  # noqa: E402,F401  (nki.isa.constants)
+
 from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: E402
+                                         nc_find_index8, nc_match_replace8,
                                          range_select, scalar_tensor_tensor,
                                          tensor_copy_predicated, tensor_scalar_cumulative,
                                          tensor_scalar_reduce)
@@ -711,12 +825,11 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
 # Instructions of the current release not implemented yet: a clear error instead of
 # AttributeError, so a kernel using them says what is missing.
 _NOT_IMPLEMENTED = (
-    "nc_matmul_mx", "dma_transpose", "local_gather", "nc_n_gather", "nc_stream_shuffle", "rng",
+    "nc_matmul_mx", "local_gather", "nc_n_gather", "rng",
     "set_rng_seed",
     "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier", "dma_compute",
     "quantize_mx", "sendrecv", "register_alloc", "register_move",
-    "register_load", "register_store", "nc_find_index8", "nc_match_replace8",
-    "nonzero_with_count", "topk")
+    "register_load", "register_store", "nonzero_with_count", "topk")
 
 
 def __getattr__(name):

@@ -1,5 +1,6 @@
 """More Vector Engine instructions of `nki.isa`: `scalar_tensor_tensor`, `tensor_scalar_reduce`,
-`tensor_scalar_cumulative`, `tensor_copy_predicated`, `max8`, `range_select` (NeuronCore-v3)
+`tensor_scalar_cumulative`, `tensor_copy_predicated`, `max8`, `nc_find_index8`,
+`nc_match_replace8`, `range_select` (NeuronCore-v3)
 and `exponential` (NeuronCore-v4); and the Scalar Engine's `activate2` (NeuronCore-v4).
 
 Signatures and rules from the current release's stub, aws-neuron-sdk `nki/api/nki/isa/__init__.py`
@@ -180,6 +181,95 @@ def max8(dst, src, name=None):
         raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 8)")
     x = ins.f32(src, "src")
     ins.write(dst, lambda: -np.sort(-x, axis=1)[:, :8])
+    ins.record("VectorE")
+
+
+def _eight_values_operands(ins, dst, data, vals, dst_role="dst"):
+    """Checks shared by nc_find_index8 and nc_match_replace8: data has 8 to 16,384 elements per
+    partition and up to 3 dims, vals exactly 8 per partition on the same partitions."""
+    ins.tile(data, "data")
+    ins.tile(vals, "vals")
+    P, F = ins.pf(data)
+    if data.ndim > 3 or vals.ndim > 3:
+        raise ins.error(ShapeError, "data and vals may have at most 3 dimensions")
+    if not 8 <= F <= 16384:
+        raise ins.error(TileSizeError, f"data has {F} elements per partition; it must have 8 "
+                                       f"to 16384")
+    if ins.pf(vals) != (P, 8):
+        raise ins.error(ShapeError, f"vals {vals.shape} must have {P} partitions of 8 elements")
+    return P, F
+
+
+def _first_unused(row: np.ndarray, value, used: np.ndarray) -> int:
+    """Index of the first element equal to `value` not matched yet, or -1."""
+    hits = np.flatnonzero((row == value) & ~used)
+    return int(hits[0]) if hits.size else -1
+
+
+def nc_find_index8(dst, data, vals, name=None):
+    """dst[p, i] = index of the first occurrence of vals[p, i] in data[p] (all ones where it
+    does not occur); equal vals take successive occurrences in ascending order."""
+    ins = _Instruction("nc_find_index8")
+    ins.tile(dst, "dst", read=False)
+    P, F = _eight_values_operands(ins, dst, data, vals)
+    if ins.pf(dst) != (P, 8) or dst.ndim != 2:
+        raise ins.error(ShapeError, f"dst {dst.shape} must be ({P}, 8)")
+    if dst.dtype not in ("uint16", "uint32"):
+        raise ins.error(DtypeError, f"dst is {dst.dtype}; the indices are uint16 or uint32")
+    x, v = ins.f32(data, "data"), ins.f32(vals, "vals")
+    missing = 0xFFFF if dst.dtype == "uint16" else 0xFFFFFFFF  # "an all-ones sentinel"
+
+    def result():
+        out = np.full((P, 8), missing, dtype=np.uint64)
+        for p in range(P):
+            used = np.zeros(F, dtype=bool)
+            for i in range(8):
+                j = _first_unused(x[p], v[p, i], used)
+                if j >= 0:
+                    used[j], out[p, i] = True, j
+        return out
+
+    ins.write(dst, result)
+    ins.record("VectorE")
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+    """dst = data with the first occurrence of each of vals[p] replaced by imm, vals taken in
+    reverse order (i = 7 .. 0, so equal vals take successive occurrences from the highest
+    slot down); their indices go to dst_idx if given."""
+    ins = _Instruction("nc_match_replace8")
+    ins.tile(dst, "dst", read=False)
+    P, F = _eight_values_operands(ins, dst, data, vals)
+    ins.same_layout(dst, "dst", data, "data")
+    if dst_idx is not None:
+        ins.tile(dst_idx, "dst_idx", read=False)
+        if ins.pf(dst_idx) != (P, 8):
+            raise ins.error(ShapeError, f"dst_idx {dst_idx.shape} must be ({P}, 8)")
+    x, v = ins.f32(data, "data"), ins.f32(vals, "vals")
+    found = {}
+
+    def indices():
+        if "idx" not in found:
+            idx = np.full((P, 8), 0xFFFFFFFF, dtype=np.uint64)
+            for p in range(P):
+                used = np.zeros(F, dtype=bool)
+                for i in range(7, -1, -1):
+                    j = _first_unused(x[p], v[p, i], used)
+                    if j >= 0:
+                        used[j], idx[p, i] = True, j
+            found["idx"] = idx
+        return found["idx"]
+
+    def replaced():
+        out = x.copy()
+        for p, row in enumerate(indices()):
+            hit = row[row != 0xFFFFFFFF].astype(np.int64)
+            out[p, hit] = imm
+        return out
+
+    ins.write(dst, replaced)
+    if dst_idx is not None:
+        ins.write(dst_idx, indices)
     ins.record("VectorE")
 
 

@@ -27,10 +27,25 @@ from torch_neuron.nki.tensor import allocate as _allocate
 from torch_neuron.nki.tensor import current_run as _current_run
 
 # -- dtypes (strings, as in the current release: `DType = str`) --------------------------------
+DType = str
 bool_, int8, int16, int32 = "bool_", "int8", "int16", "int32"
 uint8, uint16, uint32 = "uint8", "uint16", "uint32"
 float16, float32, bfloat16, tfloat32 = "float16", "float32", "bfloat16", "tfloat32"
 float8_e4m3, float8_e4m3fn, float8_e5m2 = "float8_e4m3", "float8_e4m3fn", "float8_e5m2"
+# The microscaling (MX) formats are named so kernels can refer to them; the simulator does not
+# store them (torch_neuron/nki/dtypes.py), so a tensor of one is refused when it is made.
+float8_e8m0fnu = "float8_e8m0fnu"
+float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4 = (
+    "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
+
+
+class NKIObject:
+    """Base class of NKI kernel dataclasses and configuration objects: keyword arguments
+    become attributes."""
+
+    def __init__(self, **kwargs):
+        for name, value in kwargs.items():
+            setattr(self, name, value)
 
 # -- memory spaces -------------------------------------------------------------------------------
 sbuf = MemoryRegion.sbuf
@@ -497,6 +512,13 @@ def _all(x, axis, dtype=None) -> NkiTensor:
 globals()["all"] = _all  # nl.all, without hiding the builtin from this module's code
 
 
+def logical_not(x, dtype=None) -> NkiTensor:
+    """1 - x for 0/1 tiles: the release implements it as XOR with 1 (its stub's docstring)."""
+    out = _result(x, dtype)
+    _isa.tensor_scalar(dst=out, data=x, op0=_OPERATORS["logical_xor"], operand0=1.0)
+    return out
+
+
 def dropout(x, rate, dtype=None) -> NkiTensor:
     """x with elements zeroed at probability `rate` (nisa.dropout into a new tile)."""
     out = _result(x, dtype)
@@ -516,7 +538,7 @@ def expand_dims(x, axis) -> NkiTensor:
 
 _NOT_IMPLEMENTED = ("fori_loop", "while_loop", "shared_constant", "shared_identity_matrix",
                     "rand", "random_seed", "gather_flattened", "load_transpose2d",
-                    "no_reorder")
+                    "no_reorder", "prelu")
 
 
 def __getattr__(name):

@@ -82,6 +82,35 @@ def _softplus(x):
     return np.logaddexp(0.0, x)
 
 
+# GELU's sigmoid approximation, x * sigmoid(1.702 x) (Hendrycks and Gimpel, "Gaussian Error
+# Linear Units", arXiv:1606.08415, section 2), and the derivatives the activation table lists
+# (aws-neuron-sdk `nki/api/nki.api.shared.rst`), written out from their functions.
+_GELU_SIGMOID_SLOPE = 1.702
+
+
+def _gelu_sigmoid(x):
+    return x * _sigmoid(_GELU_SIGMOID_SLOPE * x)
+
+
+def _gelu_sigmoid_dx(x):
+    s = _sigmoid(_GELU_SIGMOID_SLOPE * x)
+    return s + _GELU_SIGMOID_SLOPE * x * s * (1.0 - s)
+
+
+def _gelu_dx(x):
+    # d/dx x * Phi(x) = Phi(x) + x * phi(x)
+    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _silu_dx(x):
+    s = _sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+def _erf_dx(x):
+    return 2.0 / math.sqrt(math.pi) * np.exp(-x * x)
+
+
 def _act(name, fn, alu=None):
     return Operator(name, fn, alu=alu, activation=True, arity=1)
 
@@ -127,12 +156,17 @@ _ALL = [
     _act("copy", lambda x: x),
     _act("sigmoid", _sigmoid),
     _act("gelu", _gelu),
+    _act("gelu_dx", _gelu_dx),
     _act("gelu_apprx_tanh", _gelu_tanh),
+    _act("gelu_apprx_sigmoid", _gelu_sigmoid),
+    _act("gelu_apprx_sigmoid_dx", _gelu_sigmoid_dx),
     _act("silu", lambda x: x * _sigmoid(x)),
+    _act("silu_dx", _silu_dx),
     _act("tanh", np.tanh),
     _act("softplus", _softplus),
     _act("mish", lambda x: x * np.tanh(_softplus(x))),
     _act("erf", _erf),
+    _act("erf_dx", _erf_dx),
     _act("exp", np.exp),
     _act("log", np.log),
     _act("sin", np.sin),

@@ -497,9 +497,12 @@ class NkiTensor:
         """An explicit access pattern `[[stride, count], ...]` over the storage, in elements
         from the view's start (plus `offset`), like torch.as_strided. On chip the first pair
         steps over partitions (its stride a multiple of the elements per partition)."""
-        if scalar_offset is not None or vector_offset is not None or dtype is not None:
-            raise UnsupportedError(".ap() with scalar_offset, vector_offset or dtype (indirect "
-                                   "access, reinterpreting) is not implemented yet")
+        if scalar_offset is not None or vector_offset is not None:
+            raise UnsupportedError(".ap() with scalar_offset or vector_offset (indirect access) "
+                                   "is not implemented yet")
+        if dtype is not None and dtypes.resolve(dtype).name != self.dtype:
+            raise UnsupportedError(f".ap(dtype={dtype}) on a {self.dtype} tensor (reinterpreting "
+                                   f"its bytes) is not implemented yet")
         pattern = [(int(stride), int(count)) for stride, count in pattern]
         if not pattern or any(count <= 0 for _, count in pattern):
             raise ShapeError(f".ap({pattern}): counts must be positive")

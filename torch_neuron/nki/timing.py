@@ -49,11 +49,18 @@ _FULL_RATE_STRIDE_BYTES = 16
 # tensor_scalar_cumulative as tensor_scalar, range_select as select_reduce (a select and a
 # reduction in one pass, itself an assumption); exponential and activate2 (NeuronCore-v4, which
 # trnsim cannot time yet) as tensor_scalar and activation.
-_COST_AS = {"scalar_tensor_tensor": "tensor_tensor", "tensor_scalar_reduce": "tensor_scalar",
+# dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why). nc_stream_shuffle:
+# as a tensor_copy of its source, nc_find_index8 and nc_match_replace8 as one tensor_reduce
+# pass over their data (as max8): assumptions, their pages publish no cost.
+_COST_AS = {"dma_transpose": "dma_copy", "nc_stream_shuffle": "tensor_copy",
+            "nc_find_index8": "tensor_reduce", "nc_match_replace8": "tensor_reduce",
+            "scalar_tensor_tensor": "tensor_tensor", "tensor_scalar_reduce": "tensor_scalar",
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
             "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
             "activate2": "activation", "range_select": "select_reduce"}
-_FORMULA_OPERAND.update({"scalar_tensor_tensor": "data", "tensor_copy_predicated": "src",
+_FORMULA_OPERAND.update({"dma_transpose": "dst", "nc_stream_shuffle": "src",
+                         "nc_find_index8": "data", "nc_match_replace8": "data",
+                         "scalar_tensor_tensor": "data", "tensor_copy_predicated": "src",
                          "max8": "src", "exponential": "src",
                          "tensor_scalar_cumulative": "src", "range_select": "on_true_tile"})
 _SECOND_INPUT = {"tensor_tensor": "data2", "scalar_tensor_tensor": "operand1"}
@@ -124,7 +131,7 @@ def encode(records, extra_reads=None, extra_writes=None
         for e in attrs.get("engines", ()):
             flags |= 1 << (_ENGINE_CHOICES_SHIFT + _ENGINE_CODE[e])
         nbytes = int(attrs.get("bytes", 0))
-        if r.name == "dma_copy":
+        if name == "dma_copy":
             hbm_bytes += nbytes
         op = attrs.get("op") or attrs.get("op0")
         reads = r.reads + tuple(extra_reads.get(i, ()))

@@ -15,6 +15,7 @@ from torch_neuron.nki import isa, language, typing  # noqa: F401
 # torch_neuron's module object instead of looking for a file in this package.
 sys.modules[__name__ + ".language"] = language
 sys.modules[__name__ + ".isa"] = isa
+sys.modules[__name__ + ".isa.constants"] = isa.constants
 sys.modules[__name__ + ".typing"] = typing
 
 __all__ = list(_nki.__all__)

@@ -222,6 +222,26 @@ ACTIVATIONS = [(nl.exp, torch.exp), (nl.log, torch.log), (nl.tanh, torch.tanh),
                (nl.copy, lambda v: v)]
 
 
+def derivative(fn):
+    """The elementwise derivative of fn, by torch autograd."""
+    def d(v):
+        v = v.clone().requires_grad_()
+        fn(v).sum().backward()
+        return v.grad.detach()
+    return d
+
+
+def gelu_sigmoid(v):  # Hendrycks and Gimpel's x * sigmoid(1.702 x)
+    return v * torch.sigmoid(1.702 * v)
+
+
+ACTIVATIONS += [(nl.gelu_dx, derivative(torch.nn.functional.gelu)),
+                (nl.silu_dx, derivative(torch.nn.functional.silu)),
+                (nl.erf_dx, derivative(torch.erf)),
+                (nl.gelu_apprx_sigmoid, gelu_sigmoid),
+                (nl.gelu_apprx_sigmoid_dx, derivative(gelu_sigmoid))]
+
+
 @pytest.mark.parametrize("op,ref", ACTIVATIONS, ids=[op.name for op, _ in ACTIVATIONS])
 def test_activation_with_scale_and_bias(op, ref):
     x, bias = rand(32, 64, low=0.1, high=2.0), rand(32, 1, low=0.1, high=0.5)
@@ -559,3 +579,33 @@ def test_nki_typing_annotations_check_shapes():
     np.testing.assert_array_equal(kernel(np.ones((4, 8), np.float32)), 1)
     with pytest.raises(nki.ShapeError, match=r"declares nt.tensor\[4, 8\]"):
         kernel(np.ones((4, 9), np.float32))
+
+
+def test_logical_not_and_the_names_aws_kernels_import():
+    # nl.logical_not is "XOR with 1" for 0/1 tiles (the release's stub). The other names are
+    # what aws-neuron/nki-library's kernels import or annotate with: `nki.isa.constants`,
+    # `nki.isa.dma_engine`, `nki.dtype`, `nl.NKIObject`, and `.ap(dtype=...)` of a view's own
+    # dtype.
+    import importlib
+
+    x = (rand(8, 16) > 0).astype(np.float32)
+
+    def kernel(a):
+        t = nl.load(a)
+        out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.logical_not(t))
+        same = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=same, src=a.ap(pattern=[[16, 8], [1, 16]], dtype=nl.float32))
+        return out, same
+
+    out, same = nki.simulate(kernel)(x)
+    np.testing.assert_array_equal(out, 1.0 - x)
+    np.testing.assert_array_equal(same, x)
+    with pytest.raises(nki.UnsupportedError, match="reinterpreting"):
+        nki.simulate(lambda a: nisa.dma_copy(dst=nl.ndarray((8, 16), nl.float32),
+                                             src=a.ap(pattern=[[16, 8], [1, 16]],
+                                                      dtype=nl.int32)))(x)
+    constants = importlib.import_module("torch_neuron.nki.isa").constants
+    assert constants.oob_mode is nisa.oob_mode and constants.dma_engine is nisa.dma_engine
+    assert nki.dtype is str and nl.DType is str
+    assert nl.NKIObject(a=1, b="x").b == "x"

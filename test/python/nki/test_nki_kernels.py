@@ -229,6 +229,8 @@ out = nki.simulate(matrix_multiply_kernel)(lhsT, rhs)
 np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5)
 import torch_neuron.nki
 assert nl is torch_neuron.nki.language and nisa is torch_neuron.nki.isa
+from nki.isa.constants import dge_mode, oob_mode  # as aws-neuron/nki-library imports them
+assert oob_mode is nisa.oob_mode and dge_mode is nisa.dge_mode
 '''
 
 
@@ -236,7 +238,7 @@ def test_import_nki_alias_runs_an_aws_style_kernel_unchanged(monkeypatch):
     # compat/nki on the path, as `pip install -e compat/nki` (scripts/install.sh) puts it; the
     # alias modules are dropped afterwards so that no other test sees an `nki` module
     monkeypatch.syspath_prepend(os.path.join(ROOT, "compat", "nki"))
-    names = ("nki", "nki.language", "nki.isa", "nki.typing")
+    names = ("nki", "nki.language", "nki.isa", "nki.isa.constants", "nki.typing")
     saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
     try:
         exec(compile(AWS_STYLE_KERNEL, "aws_style_kernel.py", "exec"), {"__name__": "aws"})

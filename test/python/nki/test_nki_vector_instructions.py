@@ -122,6 +122,108 @@ def test_max8_gives_the_eight_largest_in_descending_order():
     np.testing.assert_array_equal(nki.simulate(kernel)(x), expected)
 
 
+def test_find_index8_and_match_replace8_pair_duplicates_as_documented():
+    # The example of nc_match_replace8's docstring (aws-neuron-sdk nki/api/nki/isa): duplicate
+    # vals take successive matches, from the highest slot down; nc_find_index8 pairs them
+    # the other way, in ascending order; a value absent from the data gets all ones.
+    data = np.array([[1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8]], np.float32)
+    vals = np.array([[3, 8, 8, 8, 8, 8, 8, 8]], np.float32)
+    absent = np.array([[3, 5, 8, 8, 8, 8, 8, 8]], np.float32)
+
+    @nki.jit(platform_target="trn2")
+    def kernel(d, v, w):
+        a = load(d)
+        replaced = nl.ndarray(a.shape, nl.float32)
+        matched = nl.ndarray((1, 8), nl.uint32)
+        nisa.nc_match_replace8(dst=replaced, data=a, vals=load(v), imm=-1.0, dst_idx=matched)
+        found = nl.ndarray((1, 8), nl.uint32)
+        nisa.nc_find_index8(dst=found, data=a, vals=load(v))
+        missing = nl.ndarray((1, 8), nl.uint16)
+        nisa.nc_find_index8(dst=missing, data=a, vals=load(w))
+        return store(replaced), store(matched), store(found), store(missing)
+
+    replaced, matched, found, missing = kernel(data, vals, absent)
+    np.testing.assert_array_equal(matched, [[2, 10, 9, 8, 7, 6, 5, 4]])
+    np.testing.assert_array_equal(found, [[2, 4, 5, 6, 7, 8, 9, 10]])
+    np.testing.assert_array_equal(replaced, [[1, 2, -1, 4] + [-1] * 7])
+    np.testing.assert_array_equal(missing, [[2, 0xFFFF, 4, 5, 6, 7, 8, 9]])
+
+
+def test_find_index8_gives_the_argsort_of_max8():
+    x = rand(64, 300)
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a):
+        t = load(a)
+        top = nl.ndarray((64, 8), nl.float32)
+        nisa.max8(dst=top, src=t)
+        where = nl.ndarray((64, 8), nl.uint32)
+        nisa.nc_find_index8(dst=where, data=t, vals=top)
+        return store(where)
+
+    np.testing.assert_array_equal(kernel(x), np.argsort(-x, axis=1)[:, :8])
+
+
+def test_stream_shuffle_permutes_within_each_quadrant_and_255_keeps():
+    x, keep = rand(128, 20), rand(128, 20)
+    mask = [31 - i for i in range(32)]
+    mask[5] = 255
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a, b):
+        out = load(b)
+        nisa.nc_stream_shuffle(dst=out, src=load(a), shuffle_mask=mask)
+        return store(out)
+
+    want = keep.copy()
+    for p in range(128):
+        if mask[p % 32] != 255:
+            want[p] = x[p - p % 32 + mask[p % 32]]
+    np.testing.assert_array_equal(kernel(x, keep), want)
+    with pytest.raises(nki.NkiValidationError, match="start at 0"):
+        nki.simulate(lambda a: nisa.nc_stream_shuffle(dst=load(a)[32:96], src=load(a)[0:64],
+                                                      shuffle_mask=mask))(x)
+
+
+def test_dma_transpose_permutes_as_documented_and_is_timed_as_its_copy():
+    x2 = rand(512, 128).astype(np.float16)
+    x4 = rand(2, 3, 4, 64).astype(np.float16)
+
+    @nki.jit(platform_target="trn2")
+    def transposes(a, b):
+        t = nl.ndarray((128, 512), nl.float16)
+        nisa.dma_transpose(dst=t, src=a)
+        u = nl.ndarray((64, 3, 4, 2), nl.float16)
+        nisa.dma_transpose(dst=u, src=b, axes=(3, 1, 2, 0))
+        return store(t), store(u)
+
+    t, u = transposes(x2, x4)
+    np.testing.assert_array_equal(t, x2.T)
+    np.testing.assert_array_equal(u, np.transpose(x4, (3, 1, 2, 0)))
+
+    def one_load(instruction):
+        @nki.jit(platform_target="trn2")
+        def kernel(a):
+            t = nl.ndarray((128, 512), nl.float16)
+            if instruction == "transpose":
+                nisa.dma_transpose(dst=t, src=a)
+            else:
+                nisa.dma_copy(dst=t, src=a.reshape((128, 512)))
+            return store(t)
+        return nki.profile(kernel, x2).time_us
+
+    # The same bytes in rows of the same length: the model gives the transpose its copy's time
+    # (isa.dma_transpose: the guide's "up to 90%" of a copy's throughput is not modelled).
+    assert one_load("transpose") == pytest.approx(one_load("copy"), rel=1e-9)
+    with pytest.raises(nki.DtypeError, match="2-byte"):
+        nki.simulate(lambda a: nisa.dma_transpose(
+            dst=nl.ndarray((16, 16), nl.float32), src=a, dge_mode=nisa.dge_mode.hwdge))(
+            rand(16, 16))
+    with pytest.raises(nki.ShapeError, match="must be"):
+        nki.simulate(lambda a: nisa.dma_transpose(dst=nl.ndarray((16, 16), nl.float16),
+                                                  src=a))(x2[:32, :16])
+
+
 def test_exponential_on_neuroncore_v4_and_its_absence_before():
     x, m = rand(16, 64), rand(16, 1)
 

@@ -38,20 +38,25 @@ def virtual_run(script: str, nnodes: int, nproc: int, instance: str, run_ranks: 
     # names the same instance, and a virtual world runs predict-only anyway.
     start = time.monotonic()
     argv = command(script, nnodes, nproc, instance, run_ranks, args)
+    settings = "".join(f"{name}={value} " for name, value in env)  # as a shell prefix
     out = subprocess.run(argv, cwd=REPO, env=dict(os.environ, **dict(env)), capture_output=True,
                          text=True, timeout=RUN_TIMEOUT_S)
     if out.returncode != 0:
-        settings = "".join(f"{name}={value} " for name, value in env)
         raise RuntimeError(f"{settings}{' '.join(argv)} exited with {out.returncode}:\n"
                            f"{out.stderr[-2000:]}")
     wall = time.monotonic() - start
     # On stderr with the runner's prefix, which passes it through: CI logs show each run's
     # cost (the launcher's wall time; the printing rank's own wall time and peak RSS).
     host = HOST.search(out.stdout)
-    print(f"fidelity: {''.join(f'{n}={v} ' for n, v in env)}{script} {' '.join(args)}: "
+    print(f"fidelity: {settings}{script} {' '.join(args)}: "
           f"{wall:.1f} s wall"
           f"{', rank ' + host.group(0) if host else ''}", file=sys.stderr, flush=True)
     return out.stdout, wall
+
+
+def run_settings(run: tuple) -> dict:
+    """The settings a run (virtual_run's arguments) sets: {} when it sets none."""
+    return dict(run[6]) if len(run) > 6 else {}
 
 
 def _parsed(pattern, what: str, run: tuple) -> tuple:

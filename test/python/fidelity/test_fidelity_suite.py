@@ -234,6 +234,8 @@ def test_encoders_compute_as_matmult_bf16_auto_cast_does():
 
 
 def test_the_scale_anchors_are_listed_and_only_one_run_is_in_the_default_set():
+    from torch_neuron.fidelity import scale_workloads
+
     out = fidelity("--list", "--kind", "scale", timeout=60)
     scale = [a for a in ANCHORS if a.kind == "scale"]
     listed = [line.split()[0] for line in out.stdout.splitlines()]
@@ -252,7 +254,7 @@ def test_the_scale_anchors_are_listed_and_only_one_run_is_in_the_default_set():
     # [Collective algorithms by release]): Neuron 2.18's for the trn1 decoder tables' rows,
     # today's for the rest (Neuron 2.24 training, the trn2 tutorial).
     for a in scale:
-        settings = dict(a.predict.args[0][6]) if len(a.predict.args[0]) > 6 else {}
+        settings = scale_workloads.run_settings(a.predict.args[0])
         old_release = "Neuron 2.18" in a.source
         assert settings == ({"TORCH_NEURON_COLLECTIVE_ALGORITHMS": "neuron-2.18"}
                             if old_release else {}), a.name

@@ -12,7 +12,7 @@ import numpy as np
 
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
                                      PartitionLimitError, ReleasedTileError, ShapeError,
-                                     UninitializedReadError,
+                                     UninitializedReadError, UnsupportedError,
                                      kernel_source_line)
 from torch_neuron.nki.ops import OPERATORS, REDUCTION_ALIASES, Operator
 from torch_neuron.nki.records import InstructionRecord, Operand
@@ -120,6 +120,10 @@ class _Instruction:
         if not isinstance(t, NkiTensor):
             raise self.error(ShapeError, f"{role} must be an NkiTensor (nl.ndarray), got "
                                          f"{type(t).__name__}")
+        if t.is_indirect() and self.name != "dma_copy":
+            raise self.error(UnsupportedError, f"{role} {t!r} is addressed through run-time "
+                                               f"offsets (.ap with vector_offset or "
+                                               f"scalar_offset), which only dma_copy takes")
         storage = t._storage
         if storage.released is not None:
             raise self.error(ReleasedTileError,

@@ -16,9 +16,10 @@ import math
 
 import numpy as np
 
+from torch_neuron.nki import dtypes
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
-                                     PsumBankError, ShapeError, TileSizeError,
-                                     UninitializedReadError, UnsupportedError)
+                                     OutOfBoundsError, PsumBankError, ShapeError,
+                                     TileSizeError, UninitializedReadError, UnsupportedError)
 from torch_neuron.nki.ops import OPERATORS, Operator, apply
 from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
@@ -49,14 +50,64 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     if dst.size != src.size:
         raise ins.error(ShapeError, f"src {src.shape} has {src.size} elements, dst {dst.shape} "
                                     f"has {dst.size}: they must match")
-    values = _copy_values(ins, src, dst)
-    ins.write(dst, lambda: values().reshape(dst.shape))
+    if src.is_indirect() or dst.is_indirect():
+        _indirect_copy(ins, dst, src, oob_mode)
+    else:
+        values = _copy_values(ins, src, dst)
+        ins.write(dst, lambda: values().reshape(dst.shape))
     # Descriptor size: the longest run contiguous on both sides (the DMA cost depends on it,
     # nki/deep-dives/nki-dma-bandwidth-guide.rst).
     nbytes = dst.size * dst.dt.itemsize
     run = min(src.contiguous_bytes() * dst.dt.itemsize // src.dt.itemsize,
               dst.contiguous_bytes())
     ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
+
+
+def _indirect_copy(ins: _Instruction, dst: NkiTensor, src: NkiTensor, oob) -> None:
+    """A gather (indirect src) or scatter (indirect dst) DMA (Note [Indirect DMA] in
+    tensor.py): one row per partition of the pattern; with oob_mode.skip the rows whose
+    addresses leave the tensor are not transferred, else they are an error."""
+    if src.is_indirect() and dst.is_indirect():
+        raise ins.error(ShapeError, "src and dst cannot both be addressed indirectly")
+    view = src if src.is_indirect() else dst
+    ins.tile(view.index, "offset")
+    offsets = ins.values(view.index, "offset")
+    storage = view._storage
+    flat, flat_written = storage.data.reshape(-1), storage.written.reshape(-1)
+
+    def rows():
+        addresses = view.addresses(offsets)
+        ok = view.in_bounds(addresses)
+        if not ok.all() and oob != oob_mode.skip:
+            bad = int(np.flatnonzero(~ok)[0])
+            raise ins.error(OutOfBoundsError, f"row {bad} of the indirect access reaches "
+                                              f"outside {view!r} (offsets "
+                                              f"{offsets.reshape(-1)[:8].tolist()}...); pass "
+                                              f"oob_mode=nisa.oob_mode.skip to skip such rows")
+        return addresses.reshape(len(ok), -1), ok
+
+    if view is src:   # gather into dst
+        def gathered():
+            addresses, ok = rows()
+            taken = addresses[ok]
+            if not flat_written[taken].all():
+                raise ins.error(UninitializedReadError, f"src: the gathered rows of {src!r} "
+                                                        f"were never written")
+            out = np.array(dst._data, dtype=np.float64).reshape(len(ok), -1)
+            out[ok] = flat[taken].astype(np.float64)
+            return out
+        ins.write(dst, lambda: gathered().reshape(dst.shape))
+        return
+    values = ins.values(src, "src")   # scatter from src
+    if not ins.compute:
+        flat_written[...] = True   # predict-only: where it lands is not known
+        storage.modified = True
+        return
+    addresses, ok = rows()
+    data = dtypes.convert(values.astype(np.float64).reshape(len(ok), -1)[ok], storage.dt)
+    flat[addresses[ok]] = data
+    flat_written[addresses[ok]] = True
+    storage.modified = True
 
 
 # The permutation dma_transpose applies, by the source's rank (its docstring: "For 2-d input

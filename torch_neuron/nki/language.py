@@ -39,9 +39,33 @@ float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4 = (
     "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
 
 
-class NKIObject:
+class _NKIObjectType(type):
+    """Lets a subclass take any of its attributes as keyword arguments, even when
+    @dataclass gave it an __init__ without them: AWS's NKI library declares
+    `@dataclass class SectionParams(nl.NKIObject): section_idx = None` (no annotation, so not
+    a dataclass field) and builds it with SectionParams(section_idx=...)."""
+
+    def __call__(cls, *args, **kwargs):
+        import inspect
+
+        obj = cls.__new__(cls)
+        params = inspect.signature(cls.__init__).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            cls.__init__(obj, *args, **kwargs)
+            return obj
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in params}
+        for name in extra:
+            if not hasattr(cls, name):
+                raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {name!r}")
+        cls.__init__(obj, *args, **kwargs)
+        for name, value in extra.items():
+            setattr(obj, name, value)
+        return obj
+
+
+class NKIObject(metaclass=_NKIObjectType):
     """Base class of NKI kernel dataclasses and configuration objects: keyword arguments
-    become attributes."""
+    set attributes."""
 
     def __init__(self, **kwargs):
         for name, value in kwargs.items():
@@ -102,9 +126,7 @@ tile_size = _TileSize()
 # -- tensor creation -----------------------------------------------------------------------------
 
 def ndarray(shape, dtype, buffer=sbuf, name="", address=None) -> NkiTensor:
-    if address is not None:
-        raise _UnsupportedError("nl.ndarray(address=...): manual placement is not implemented")
-    return _allocate(shape, dtype, buffer, name)
+    return _allocate(shape, dtype, buffer, name, address=address)
 
 
 def _filled(shape, value, dtype, buffer, name):

@@ -116,6 +116,19 @@ class _Allocator:
         self.peak = max(self.peak, self.in_use)
         return start
 
+    def place(self, buffer_id: int, start: int, nbytes: int, what: str) -> int:
+        """A tile the kernel placed itself (nl.ndarray(address=...)): it takes the bytes it
+        names, which later automatic allocations avoid; manual tiles may overlap each other
+        (reusing an address is the kernel's own allocation policy)."""
+        if start < 0 or start + nbytes > self.capacity:
+            raise CapacityError(f"{what} placed at byte {start} needs {nbytes} bytes per "
+                                f"partition, past the {self.capacity} bytes of a "
+                                f"{self.space.upper()} partition")
+        self.live[buffer_id] = (start, start + nbytes)
+        self.in_use += nbytes
+        self.peak = max(self.peak, self.in_use)
+        return start
+
     def _fit(self, start: int, nbytes: int = 1) -> int:
         if not self.bank:
             return start
@@ -206,7 +219,8 @@ def pop_run() -> None:
 
 class Storage:
     def __init__(self, shape, dt: dtypes.DType, buffer: MemoryRegion, name: str,
-                 data: Optional[np.ndarray] = None, constant: bool = False):
+                 data: Optional[np.ndarray] = None, constant: bool = False,
+                 placement: Optional[tuple[int, int]] = None):
         self.dt, self.buffer, self.name = dt, buffer, name
         self.shape = tuple(shape)
         run = current_run("allocating a tensor")
@@ -236,15 +250,21 @@ class Storage:
         self.matmul_written: Optional[np.ndarray] = None
         self.id = run.new_buffer_id()
         self.address = 0
+        self.partition_offset = 0   # the first partition it occupies (manual placement)
         if buffer.on_chip:
             alloc = run.allocators[buffer.value]
             per_partition = math.prod(self.shape[1:]) * dt.itemsize
-            if constant:
+            what = f"{name or 'tensor'} {self.shape} {dt.name}"
+            if placement is not None:
+                self.partition_offset, start = placement
+                self.address = alloc.place(self.id, start, per_partition, what)
+                weakref.finalize(self, alloc.free, self.id)
+                run.scopes.adopt(self)
+            elif constant:
                 self.address = alloc.place_constant(per_partition)
                 run.scopes.keep_to_end(self)
             else:
-                self.address = alloc.allocate(self.id, per_partition,
-                                              f"{name or 'tensor'} {self.shape} {dt.name}")
+                self.address = alloc.allocate(self.id, per_partition, what)
                 weakref.finalize(self, alloc.free, self.id)
                 run.scopes.adopt(self)
 
@@ -258,18 +278,23 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     return shape
 
 
-def allocate(shape, dtype, buffer, name: str = "", constant: bool = False) -> "NkiTensor":
+def allocate(shape, dtype, buffer, name: str = "", constant: bool = False,
+             address=None) -> "NkiTensor":
     """A new tensor; `constant`: an on-chip constant of the program, kept until the kernel
-    ends (Note [Tile lifetimes]) and outside the kernel's capacity (_Allocator.place_constant)."""
+    ends (Note [Tile lifetimes]) and outside the kernel's capacity (_Allocator.place_constant);
+    `address`: (partition_offset, free_offset in bytes), an on-chip tile placed by the kernel."""
     shape = _normalize_shape(shape)
     dt = dtypes.resolve(dtype)
     region = resolve_buffer(buffer)
     run = current_run("nl.ndarray")
-    if region.on_chip and shape[0] > run.target.partitions:
+    placement = _placement(address, region, shape, run) if address is not None else None
+    first = placement[0] if placement else 0
+    if region.on_chip and first + shape[0] > run.target.partitions:
         raise PartitionLimitError(
             f"{region.value} tensor {name or ''}{shape}: partition dimension (dim 0) is "
-            f"{shape[0]}, the maximum is nl.tile_size.pmax = {run.target.partitions}; tile "
-            f"the tensor into blocks of at most 128 rows")
+            f"{shape[0]}{f' from partition {first}' if first else ''}, the maximum is "
+            f"nl.tile_size.pmax = {run.target.partitions}; tile the tensor into blocks of at "
+            f"most 128 rows")
     if region is MemoryRegion.shared_hbm and run.lnc > 1:
         # Every logical-core program allocates the kernel's shared outputs; the k-th shared
         # allocation of each program is the same tensor (the programs run one after the other).
@@ -285,8 +310,24 @@ def allocate(shape, dtype, buffer, name: str = "", constant: bool = False) -> "N
         storage = Storage(shape, dt, region, name)
         run._shared.append(storage)
         return NkiTensor(storage, storage.data, storage.written)
-    storage = Storage(shape, dt, region, name, constant=constant)
+    storage = Storage(shape, dt, region, name, constant=constant, placement=placement)
     return NkiTensor(storage, storage.data, storage.written)
+
+
+def _placement(address, region: MemoryRegion, shape, run) -> tuple[int, int]:
+    """nl.ndarray's `address`: "optional memory address (partition_offset, free_offset)" (the
+    release's stub), the free offset in bytes within each partition."""
+    if not region.on_chip:
+        raise UnsupportedError("nl.ndarray(address=...) places SBUF and PSUM tiles; HBM "
+                               "tensors are placed by the runtime")
+    try:
+        partition, offset = (int(a) for a in address)
+    except (TypeError, ValueError):
+        raise ShapeError(f"address={address!r} must be (partition_offset, free_offset)") from None
+    if not 0 <= partition < run.target.partitions:
+        raise ShapeError(f"address={address!r}: the partition offset must be in "
+                         f"0..{run.target.partitions - 1}")
+    return partition, offset
 
 
 def wrap_input(array: np.ndarray, dt: dtypes.DType, buffer: MemoryRegion,
@@ -497,15 +538,15 @@ class NkiTensor:
         """An explicit access pattern `[[stride, count], ...]` over the storage, in elements
         from the view's start (plus `offset`), like torch.as_strided. On chip the first pair
         steps over partitions (its stride a multiple of the elements per partition)."""
-        if scalar_offset is not None or vector_offset is not None:
-            raise UnsupportedError(".ap() with scalar_offset or vector_offset (indirect access) "
-                                   "is not implemented yet")
         if dtype is not None and dtypes.resolve(dtype).name != self.dtype:
             raise UnsupportedError(f".ap(dtype={dtype}) on a {self.dtype} tensor (reinterpreting "
                                    f"its bytes) is not implemented yet")
         pattern = [(int(stride), int(count)) for stride, count in pattern]
         if not pattern or any(count <= 0 for _, count in pattern):
             raise ShapeError(f".ap({pattern}): counts must be positive")
+        if scalar_offset is not None or vector_offset is not None:
+            return IndirectView.of(self, pattern, int(offset or 0), scalar_offset,
+                                   vector_offset, indirect_dim)
         base = self._storage.data
         item = base.itemsize
         start = (self._data.__array_interface__["data"][0]
@@ -580,6 +621,7 @@ class NkiTensor:
             return Region(storage.space, storage.id, None, (lo * size, (hi + 1) * size))
         per_partition = storage.per_partition
         p0, lo = divmod(offset, per_partition)
+        p0 += storage.partition_offset
         hi = lo
         p_last = p0 + (shape[0] - 1) * (strides[0] // item) // per_partition
         for n, stride in zip(shape[1:], strides[1:]):
@@ -656,3 +698,92 @@ class NkiTensor:
             storage.matmul_written.reshape(-1)[offset:], self._written.shape,
             self._written.strides)
         return mask
+
+
+# Note [Indirect DMA]
+# `t.ap(pattern, offset, vector_offset=idx, indirect_dim=d)` and `scalar_offset=v` (dma_copy's
+# docstring, "Indirect addressing (gather/scatter)") address t through values only known when
+# the DMA runs. Element (i0, i1, ...) of the pattern is at
+#   start + offset + sum_k i_k * stride_k                       (static)
+#   start + offset + v * S_d + sum_k i_k * stride_k             (scalar: one offset for all)
+#   start + offset + idx[i0] * S_d + sum_{k>=1} i_k * stride_k  (vector: the index of partition
+#                                                                i0 replaces the first step)
+# with S_d the stride of t's dim `indirect_dim`, as the docstring's gather reads row idx[p] of
+# a [rows, F] tensor into partition p. The DMA instruction (isa.dma_copy) reads the offsets'
+# values, gathers or scatters, and checks each address against the tensor (oob_mode). Until
+# then the view has the pattern's shape; what it touches is not known statically, so its
+# region is the whole tensor (a conservative dependency). The descriptor generation work of
+# the software DGE (GpSimd) is not timed.
+
+class IndirectView(NkiTensor):
+    """A view addressed through run-time offsets (Note [Indirect DMA]); only DMA instructions
+    take it."""
+
+    @classmethod
+    def of(cls, t: NkiTensor, pattern, offset: int, scalar_offset, vector_offset,
+           indirect_dim: int) -> "IndirectView":
+        if scalar_offset is not None and vector_offset is not None:
+            raise ShapeError(".ap(): vector_offset and scalar_offset are mutually exclusive")
+        index = vector_offset if vector_offset is not None else scalar_offset
+        if t.on_chip:
+            raise UnsupportedError(f".ap() with an offset on {t!r}: indirect access is "
+                                   f"implemented for HBM tensors")
+        if not isinstance(index, NkiTensor) or not index.on_chip:
+            raise UnsupportedError(f".ap(): the offset {index!r} must be an SBUF tile (virtual "
+                                   f"registers are not implemented)")
+        if index.dt.is_float:
+            raise ShapeError(f".ap(): the offset tile is {index.dtype}; offsets are integers")
+        if not 0 <= int(indirect_dim) < t.ndim:
+            raise ShapeError(f".ap(indirect_dim={indirect_dim}) on a {t.ndim}-d tensor")
+        vector = vector_offset is not None
+        if vector and (index.shape[0] != pattern[0][1] or index.free_size != 1):
+            raise ShapeError(f".ap(): vector_offset {index.shape} must be ({pattern[0][1]}, 1), "
+                             f"one offset per partition of the pattern")
+        if not vector and index.size != 1:
+            raise ShapeError(f".ap(): scalar_offset {index.shape} must be a single element")
+        storage, item = t._storage, t._data.itemsize
+        start = (t._data.__array_interface__["data"][0]
+                 - storage.data.__array_interface__["data"][0]) // item + offset
+        # The placeholder view: the pattern with the run-time step left out (0).
+        strides = [0 if (vector and k == 0) else st for k, (st, _) in enumerate(pattern)]
+        shape = tuple(c for _, c in pattern)
+        flat, flat_written = storage.data.reshape(-1), storage.written.reshape(-1)
+        if not 0 <= start < flat.size:
+            raise OutOfBoundsError(f".ap(offset={offset}) on {t!r} starts outside its storage")
+        data = np.lib.stride_tricks.as_strided(flat[start:], shape,
+                                               tuple(st * item for st in strides))
+        written = np.lib.stride_tricks.as_strided(
+            flat_written[start:], shape, tuple(st * flat_written.itemsize for st in strides))
+        view = cls(storage, data, written)
+        view.index, view.vector, view.start = index, vector, start
+        view.pattern = [(st, c) for st, c in zip(strides, shape)]
+        view.step = t._data.strides[int(indirect_dim)] // item
+        return view
+
+    def is_indirect(self) -> bool:
+        return True
+
+    def _compute_region(self) -> Region:
+        # Any element of the (HBM) tensor may be addressed (Note [Indirect DMA]).
+        storage = self._storage
+        return Region(storage.space, storage.id, None,
+                      (0, storage.data.size * storage.dt.itemsize))
+
+    def addresses(self, offsets: np.ndarray) -> np.ndarray:
+        """Flat element addresses of the pattern, given the offsets' values."""
+        grid = np.full(self.shape, self.start, dtype=np.int64)
+        for k, (stride, count) in enumerate(self.pattern):
+            if stride:
+                shape = [1] * len(self.pattern)
+                shape[k] = count
+                grid = grid + (np.arange(count, dtype=np.int64) * stride).reshape(shape)
+        values = offsets.astype(np.int64).reshape(-1)
+        if self.vector:
+            shape = [self.shape[0]] + [1] * (len(self.pattern) - 1)
+            return grid + (values * self.step).reshape(shape)
+        return grid + values[0] * self.step
+
+    def in_bounds(self, addresses: np.ndarray) -> np.ndarray:
+        """Per first-pattern index (partition), whether all its addresses are in the tensor."""
+        ok = (addresses >= 0) & (addresses < self._storage.data.size)
+        return ok.reshape(self.shape[0], -1).all(axis=1)

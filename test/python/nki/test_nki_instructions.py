@@ -609,3 +609,89 @@ def test_logical_not_and_the_names_aws_kernels_import():
     assert constants.oob_mode is nisa.oob_mode and constants.dma_engine is nisa.dma_engine
     assert nki.dtype is str and nl.DType is str
     assert nl.NKIObject(a=1, b="x").b == "x"
+
+
+def test_indirect_dma_gathers_and_scatters_rows_by_runtime_offsets():
+    # dma_copy's docstring: vector_offset gives each partition its own row; scalar_offset one
+    # offset for all (Note [Indirect DMA] in torch_neuron/nki/tensor.py).
+    data, upd = rand(64, 32), rand(16, 32)
+    rows = RNG.permutation(64)[:16].reshape(16, 1).astype(np.uint32)
+    col = np.array([[5]], np.int32)
+
+    def kernel(d, idx, u, c, oob):
+        P, F = u.shape
+        i = load(idx)
+        gathered = nl.ndarray((P, F), nl.float32)
+        nisa.dma_copy(dst=gathered, src=d.ap(pattern=[[F, P], [1, F]], vector_offset=i,
+                                             indirect_dim=0), oob_mode=oob)
+        one = nl.ndarray((1, 1), nl.float32)  # d[3, c]: row 3 statically, column c at run time
+        nisa.dma_copy(dst=one, src=d.ap(pattern=[[F, 1], [1, 1]], offset=3 * F,
+                                        scalar_offset=load(c), indirect_dim=1))
+        out = nl.ndarray(d.shape, nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=load(d))
+        nisa.dma_copy(dst=out.ap(pattern=[[F, P], [1, F]], vector_offset=i, indirect_dim=0),
+                      src=load(u), oob_mode=oob)
+        return store(gathered), store(one), out
+
+    gathered, one, scattered = nki.simulate(kernel)(data, rows, upd, col, nisa.oob_mode.error)
+    np.testing.assert_array_equal(gathered, data[rows[:, 0]])
+    np.testing.assert_array_equal(one, data[3:4, 5:6])
+    want = data.copy()
+    want[rows[:, 0]] = upd
+    np.testing.assert_array_equal(scattered, want)
+
+    # A row past the tensor: an error by default, skipped with oob_mode.skip.
+    rows[2] = 1000
+    with pytest.raises(nki.OutOfBoundsError, match="oob_mode.skip"):
+        nki.simulate(kernel)(data, rows, upd, col, nisa.oob_mode.error)
+    _, _, skipped = nki.simulate(kernel)(data, rows, upd, col, nisa.oob_mode.skip)
+    want = data.copy()
+    keep = np.arange(16) != 2
+    want[rows[keep, 0]] = upd[keep]
+    np.testing.assert_array_equal(skipped, want)
+    # Only DMA takes an indirect view.
+    with pytest.raises(nki.UnsupportedError, match="only dma_copy"):
+        nki.simulate(lambda d, idx: nisa.tensor_copy(
+            dst=nl.ndarray((16, 32), nl.float32),
+            src=d.ap(pattern=[[32, 16], [1, 32]], vector_offset=load(idx), indirect_dim=0)))(
+            data, rows)
+
+
+def test_manual_placement_and_nkiobject_keywords():
+    # nl.ndarray(address=(partition_offset, free_offset)): tiles at the kernel's own addresses;
+    # two placed at the same bytes are ordered by the schedule (a write after a read waits).
+    x = rand(32, 64)
+    from dataclasses import dataclass
+
+    @dataclass
+    class Params(nl.NKIObject):
+        rows = None   # not annotated, so not a dataclass field: still a keyword argument
+
+    def kernel(a):
+        p = Params(rows=32)
+        first = nl.ndarray((p.rows, 64), nl.float32, address=(32, 1024))
+        nisa.dma_copy(dst=first, src=a)
+        doubled = nl.ndarray((p.rows, 64), nl.float32, address=(32, 4096))
+        nisa.tensor_scalar(dst=doubled, data=first, op0=nl.multiply, operand0=2.0)
+        again = nl.ndarray((p.rows, 64), nl.float32, address=(32, 1024))  # first's bytes
+        nisa.dma_copy(dst=again, src=a)
+        return store(doubled), store(again)
+
+    run = nki.run(kernel, x)
+    doubled, again = run.result
+    np.testing.assert_allclose(doubled, 2 * x, rtol=1e-6)
+    np.testing.assert_array_equal(again, x)
+    load, double, reload = run.records[:3]
+    assert load.writes[0].partitions == (32, 64) and load.writes[0].address == (1024, 1280)
+    assert reload.writes[0].address == (1024, 1280)
+    # The reload shares no value with the multiply, only bytes: its transfer waits for the
+    # multiply to have read them (a write after a read), so it ends after the multiply; at
+    # bytes of its own it would run beside the first load and end before.
+    t = nki.profile(kernel, x)
+    assert t.instruction(2).end_us > t.instruction(1).end_us
+    with pytest.raises(nki.PartitionLimitError):
+        nki.simulate(lambda: nl.ndarray((64, 8), nl.float32, address=(96, 0)))()
+    with pytest.raises(nki.CapacityError):
+        nki.simulate(lambda: nl.ndarray((8, 8), nl.float32, address=(0, 1 << 30)))()
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        Params(columns=3)

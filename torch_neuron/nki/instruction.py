@@ -63,7 +63,7 @@ class matmul_perf_mode(enum.Enum):
     double_row = "double_row"
 
 
-class nc_version(enum.Enum):
+class nc_version(enum.IntEnum):   # ordered: kernels test `get_nc_version() >= nc_version.gen3`
     gen2 = 2
     gen3 = 3
     gen4 = 4

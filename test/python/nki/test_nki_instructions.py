@@ -608,6 +608,7 @@ def test_logical_not_and_the_names_aws_kernels_import():
     constants = importlib.import_module("torch_neuron.nki.isa").constants
     assert constants.oob_mode is nisa.oob_mode and constants.dma_engine is nisa.dma_engine
     assert nki.dtype is str and nl.DType is str
+    assert nisa.nc_version.gen3 >= nisa.nc_version.gen2  # kernels branch on the generation
     assert nl.NKIObject(a=1, b="x").b == "x"
 
 

@@ -77,6 +77,53 @@ def get_nc_sub_version() -> int:
     return 0
 
 
+# Note [Results of unwritten memory]
+# AWS's simulator fills new tensors with NaN and lets a kernel compute on them; the NaN reaches
+# the output if it matters (nki/guides/nki_simulator.rst, "Uninitialized Memory Detection").
+# This simulator's default (uninitialized="error") raises instead, at the instruction that
+# reads memory never written. Production kernels legitimately compute on such memory when the
+# results are thrown away: aws-neuron/nki-library's find_nonzero_indices transposes a tile of
+# which it wrote 1 column in 16, through a matmul, and keeps only the transposed rows it wrote.
+# So the instructions below, whose every result element comes from known input elements, may
+# read unwritten elements: the results computed from them are left unwritten (the NaN they
+# hold stays), and the error comes from whichever instruction or kernel output reads those
+# results. Element maps: elementwise copies and arithmetic, result element = the same
+# element of each input (a [P, 1] operand or bias: its partition's element); dma_copy, the
+# same position in element order; nc_transpose, the transposed element; nc_matmul, result
+# [i, j] from stationary column i and moving column j. Every other instruction still raises.
+_PROPAGATES = frozenset({"tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
+                         "dma_copy", "nc_transpose", "nc_matmul"})
+# The operands mapped element to element (not an index, nor a tile an instruction accumulates
+# into or reduces to registers).
+_PROPAGATED_ROLES = frozenset({"src", "data", "data1", "data2", "stationary", "moving",
+                               "operand0", "operand1", "bias"})
+
+
+def _result_unwritten(ins, dst) -> np.ndarray:
+    """Which elements of dst (as dst's [partitions, free] layout) came from unwritten input
+    elements (Note [Results of unwritten memory])."""
+    shape = ins.pf(dst)
+    masks = {role: ~t._written for role, t in ins.unwritten}
+    if ins.name == "nc_matmul":
+        out = np.zeros(shape, dtype=bool)
+        if "stationary" in masks:
+            out |= masks["stationary"].reshape(masks["stationary"].shape[0], -1).any(0)[:, None]
+        if "moving" in masks:
+            out |= masks["moving"].reshape(masks["moving"].shape[0], -1).any(0)[None, :]
+        return out
+    if ins.name == "nc_transpose":
+        (mask,) = masks.values()
+        return mask.reshape(mask.shape[0], -1).T
+    if ins.name == "dma_copy":
+        (mask,) = masks.values()
+        return mask.reshape(shape)
+    out = np.zeros(shape, dtype=bool)
+    for mask in masks.values():
+        rows = mask.reshape(mask.shape[0] if dst.on_chip else 1, -1)
+        out |= rows if rows.shape == shape else rows.any(1, keepdims=True)  # a [P, 1] operand
+    return out
+
+
 _ENGINE_NAMES = {engine.tensor: "TensorE", engine.vector: "VectorE", engine.scalar: "ScalarE",
                  engine.gpsimd: "GpSimdE"}
 
@@ -112,6 +159,7 @@ class _Instruction:
         self.operands: list[tuple[str, NkiTensor]] = []
         self.reads: list[NkiTensor] = []
         self.writes: list[NkiTensor] = []
+        self.unwritten: list[tuple[str, NkiTensor]] = []   # operands read with unwritten parts
 
     def error(self, cls, message):
         return cls(message, instruction=self.name, source=self.source)
@@ -150,10 +198,15 @@ class _Instruction:
 
     def values(self, t: NkiTensor, role: str) -> np.ndarray:
         """The view's values (checked written). Predict-only: the stand-in array, which the
-        instruction only computes with inside the thunk it gives `write`."""
+        instruction only computes with inside the thunk it gives `write`. An instruction that
+        maps elements to elements (Note [Results of unwritten memory]) may read unwritten
+        elements: its results from them stay unwritten instead."""
         try:
             return t.read()
         except UninitializedReadError as e:
+            if self.name in _PROPAGATES and role in _PROPAGATED_ROLES:
+                self.unwritten.append((role, t))
+                return t._data
             raise self.error(UninitializedReadError, f"{role}: {e.detail}") from None
 
     def f32(self, t: NkiTensor, role: str) -> np.ndarray:
@@ -253,12 +306,15 @@ class _Instruction:
     def write(self, t: NkiTensor, values) -> None:
         """Writes `values` into t; `values` may be a thunk computing them, which predict-only
         never calls (t is only marked written)."""
-        if not self.compute:
+        if self.compute:
+            if callable(values):
+                values = values()
+            t.write(np.asarray(values).reshape(t.shape))
+        else:
             t.mark_written()
-            return
-        if callable(values):
-            values = values()
-        t.write(np.asarray(values).reshape(t.shape))
+        if self.unwritten:
+            # Note [Results of unwritten memory]
+            t._written[...] &= ~_result_unwritten(self, t).reshape(t.shape)
 
     def record(self, eng: str, **attrs) -> None:
         run = self.run

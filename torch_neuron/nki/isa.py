@@ -597,6 +597,11 @@ def _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
             raise ins.error(DtypeError, "bias cannot be tfloat32")
         b = ins.scalar_or_vector(bias, "bias", P)
     x = ins.f32(data, "data")
+    if ins.unwritten and cmd in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
+        # The registers keep no written mask (Note [Results of unwritten memory]).
+        role, bad = ins.unwritten[0]
+        raise ins.error(UninitializedReadError, f"{role}: {bad!r} has elements never written, "
+                                                f"which the reduce registers would sum")
     y = apply(op, x * s + b).astype(np.float32) if ins.compute else None
     regs = _scalar_regs(ins.run)
     key = ins.run.program_id
@@ -865,6 +870,8 @@ def _assign(dst, value):
 _tensor_module.ASSIGN = _assign
 
 from torch_neuron.nki import isa_constants as constants  # noqa: E402,F401  (nki.isa.constants)
+from torch_neuron.nki.isa_gpsimd import (local_gather, nc_n_gather,  # noqa: E402,F401
+                                         nonzero_with_count)
 
 from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: E402
                                          nc_find_index8, nc_match_replace8,
@@ -876,11 +883,11 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
 # Instructions of the current release not implemented yet: a clear error instead of
 # AttributeError, so a kernel using them says what is missing.
 _NOT_IMPLEMENTED = (
-    "nc_matmul_mx", "local_gather", "nc_n_gather", "rng",
+    "nc_matmul_mx", "rng",
     "set_rng_seed",
     "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier", "dma_compute",
     "quantize_mx", "sendrecv", "register_alloc", "register_move",
-    "register_load", "register_store", "nonzero_with_count", "topk")
+    "register_load", "register_store", "topk")
 
 
 def __getattr__(name):

@@ -82,14 +82,15 @@ def _output(t: NkiTensor, like_torch, device, run: KernelRun):
             f"the kernel returned {t!r}, a tile in {t.buffer.space.upper()}: a kernel's outputs "
             f"must be in HBM. Allocate the output with nl.ndarray(shape, dtype, "
             f"buffer=nl.shared_hbm) and store the tile into it (nl.store or nisa.dma_copy)")
+    if not t._written.all() and run.uninitialized == "error":
+        missing = int(t._written.size - np.count_nonzero(t._written))
+        raise UninitializedReadError(f"the kernel returned {t!r} with {missing} of {t.size} "
+                                     f"elements never written (or computed from memory never "
+                                     f"written: Note [Results of unwritten memory])")
     if run.predict_only:
         import torch
 
         return torch.empty(t.shape, dtype=dtypes.torch_dtype(t.dtype), device=device)
-    if not t._written.all() and run.uninitialized == "error":
-        missing = int(t._written.size - np.count_nonzero(t._written))
-        raise UninitializedReadError(f"the kernel returned {t!r} with {missing} of {t.size} "
-                                     f"elements never written")
     values = np.array(t._data, copy=True)
     if not like_torch:
         return values

@@ -431,6 +431,41 @@ def _partition_ones(partitions: int, dtype) -> NkiTensor:
     return ones
 
 
+def shared_identity_matrix(n, dtype=uint8, dst=None) -> NkiTensor:
+    """The n x n identity in SBUF, a constant of the kernel: "the compiler will reuse all the
+    identity matrices of the same dtype" (the release's stub), so one per (n, dtype) per
+    program, loaded with the program (no instruction) and outside the kernel's SBUF, as the
+    partition-broadcast ones are. With `dst`, copied into it (a tensor_copy)."""
+    run = _current_run("nl.shared_identity_matrix")
+    key = ("identity", int(n), dtype)
+    identity = run.constants.get(key)
+    if identity is None:
+        identity = _allocate((int(n), int(n)), dtype, sbuf, "identity", constant=True)
+        _load_constant(identity, np.eye(int(n)))
+        run.constants[key] = identity
+    if dst is not None:
+        _isa.tensor_copy(dst=dst, src=identity)
+        return dst
+    return identity
+
+
+def shared_constant(constant) -> NkiTensor:
+    """A shared_hbm tensor holding `constant` (a NumPy array, or the path of a .npy file),
+    "embedded in the compiled binary and loaded to HBM at model load time" (the release's
+    stub): no instruction."""
+    array = np.load(constant) if isinstance(constant, (str, bytes)) else np.asarray(constant)
+    t = _allocate(array.shape, array.dtype, shared_hbm, "constant")
+    _load_constant(t, array)
+    return t
+
+
+def _load_constant(t: NkiTensor, values) -> None:
+    if _RUNS[-1].predict_only:
+        t.mark_written()
+    else:
+        t.write(values)
+
+
 # -- composite functions (the stub marks them experimental) --------------------------------------
 # Which instructions the compiler emits for them is not documented; these are the instruction
 # sequences the NKI tutorials describe for the same math (an assumption).
@@ -558,8 +593,7 @@ def expand_dims(x, axis) -> NkiTensor:
     return x.expand_dim(int(axis) % (x.ndim + 1))
 
 
-_NOT_IMPLEMENTED = ("fori_loop", "while_loop", "shared_constant", "shared_identity_matrix",
-                    "rand", "random_seed", "gather_flattened", "load_transpose2d",
+_NOT_IMPLEMENTED = ("fori_loop", "while_loop", "rand", "random_seed", "gather_flattened", "load_transpose2d",
                     "no_reorder", "prelu")
 
 

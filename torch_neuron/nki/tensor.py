@@ -659,8 +659,9 @@ class NkiTensor:
 
                 missing = int(self._written.size - np.count_nonzero(self._written))
                 raise UninitializedReadError(
-                    f"{missing} of {self.size} elements of {self!r} were never written (AWS's "
-                    f"simulator would read NaN there); write them first, or run with "
+                    f"{missing} of {self.size} elements of {self!r} were never written, or were "
+                    f"computed from memory never written (AWS's simulator would read NaN "
+                    f"there); write them first, or run with "
                     f"nki.simulate(kernel, uninitialized='nan') to read NaN like AWS's")
         return self._data
 

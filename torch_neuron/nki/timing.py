@@ -51,15 +51,21 @@ _FULL_RATE_STRIDE_BYTES = 16
 # trnsim cannot time yet) as tensor_scalar and activation.
 # dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why). nc_stream_shuffle:
 # as a tensor_copy of its source, nc_find_index8 and nc_match_replace8 as one tensor_reduce
-# pass over their data (as max8): assumptions, their pages publish no cost.
+# pass over their data (as max8), the GpSimd gathers and nonzero_with_count as a tensor_copy
+# of their output (input for nonzero_with_count) on GpSimd: assumptions, their pages publish
+# no cost.
 _COST_AS = {"dma_transpose": "dma_copy", "nc_stream_shuffle": "tensor_copy",
             "nc_find_index8": "tensor_reduce", "nc_match_replace8": "tensor_reduce",
+            "nc_n_gather": "tensor_copy", "local_gather": "tensor_copy",
+            "nonzero_with_count": "tensor_copy",
             "scalar_tensor_tensor": "tensor_tensor", "tensor_scalar_reduce": "tensor_scalar",
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
             "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
             "activate2": "activation", "range_select": "select_reduce"}
 _FORMULA_OPERAND.update({"dma_transpose": "dst", "nc_stream_shuffle": "src",
                          "nc_find_index8": "data", "nc_match_replace8": "data",
+                         "nc_n_gather": "dst", "local_gather": "dst",
+                         "nonzero_with_count": "src",
                          "scalar_tensor_tensor": "data", "tensor_copy_predicated": "src",
                          "max8": "src", "exponential": "src",
                          "tensor_scalar_cumulative": "src", "range_select": "on_true_tile"})

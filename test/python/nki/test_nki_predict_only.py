@@ -115,7 +115,9 @@ def _fp32_psum_required(x):
 def _reads_unwritten(x):
     a = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
     b = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=b, src=a)
+    nisa.tensor_copy(dst=b, src=a)   # b is unwritten too (Note [Results of unwritten memory])
+    total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=total, op=nl.add, data=b, axis=1)
 
 
 @nki.jit(platform_target="trn2")

@@ -262,6 +262,37 @@ def test_reading_memory_never_written():
         nki.simulate(partial_output)(x)
 
 
+def test_results_of_unwritten_memory_stay_unwritten_until_something_uses_them():
+    # Note [Results of unwritten memory]: as nki-library's find_nonzero_indices does, write one
+    # column in 16 of a tile, transpose it through a matmul with the identity, and keep only
+    # the transposed rows that were written. The rest is computed from NaN and never used.
+    x = np.random.default_rng(3).uniform(-1, 1, size=(128, 8)).astype(np.float32)
+
+    def kernel(a, use_garbage):
+        cols = nl.ndarray((128, 128), nl.float32)
+        for c in range(8):
+            nisa.dma_copy(dst=cols[:, 16 * c:16 * c + 1], src=a[:, c:c + 1])
+        identity = nl.shared_identity_matrix(128, dtype=nl.float32)
+        flipped = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=flipped, stationary=cols, moving=identity)   # = cols.T
+        kept = nl.ndarray((8, 128), nl.float32)
+        for c in range(8):
+            nisa.tensor_copy(dst=kept[c:c + 1], src=flipped[16 * c:16 * c + 1])
+        out = nl.ndarray((8, 128), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=kept)
+        if use_garbage:   # a row computed from unwritten columns, into a reduction
+            total = nl.ndarray((1, 1), nl.float32)
+            nisa.tensor_reduce(dst=total, op=nl.add, data=flipped[1:2], axis=1)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(x, False), x.T)
+    raises(nki.UninitializedReadError, kernel, x, True, match="computed from memory never")
+    # shared_constant: an HBM constant loaded with the program, no instruction.
+    run = nki.run(lambda: nl.shared_constant(np.arange(6, dtype=np.int32).reshape(2, 3)))
+    np.testing.assert_array_equal(run.result, np.arange(6).reshape(2, 3))
+    assert run.records == []
+
+
 def test_lnc_degree_per_neuroncore_version():
     def kernel(a):
         out = nl.ndarray((2, 4), nl.float32, buffer=nl.shared_hbm)

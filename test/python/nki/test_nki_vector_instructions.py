@@ -353,3 +353,58 @@ def test_language_var_all_dropout_expand_dims():
     np.testing.assert_array_equal(dropped, np.zeros_like(x))
     assert e.shape == (64, 1, 40)
     np.testing.assert_array_equal(e[:, 0], flags)
+
+
+def test_gpsimd_gathers_and_nonzero_with_count():
+    # local_gather: the release's example (aws-neuron-sdk nki/test/test_nki_isa_local_gather.py):
+    # a (128, 512, 4) buffer, (16, 4) indices per GpSimd core replicated 8 times, 64 valid,
+    # 4 elements at each index; its numpy reference is the expectation here.
+    src = RNG.uniform(0, 100, size=(128, 512, 4)).astype(np.float32)
+    per_core = RNG.integers(0, 512, size=(16, 4)).astype(np.uint16)
+    index = np.tile(per_core, (8, 1))
+    data, where = rand(32, 200), RNG.integers(0, 200, size=(32, 3, 5)).astype(np.uint32)
+    flags = (rand(128, 40) > 1.0).astype(np.float32)
+
+    @nki.jit(platform_target="trn2")
+    def kernel(s, i, d, w, f):
+        gathered = nl.ndarray((128, 4, 16, 4), nl.float32)
+        nisa.local_gather(dst=gathered, src_buffer=load(s), index=load(i, nl.uint16),
+                          num_elem_per_idx=4, num_valid_indices=64)
+        picked = nl.ndarray((32, 3, 5), nl.float32)
+        nisa.nc_n_gather(dst=picked, data=load(d), indices=load(w, nl.uint32))
+        found = nl.ndarray((128, 41), nl.int32)
+        nisa.memset(dst=found, value=7)
+        nisa.nonzero_with_count(dst=found, src=load(f), index_offset=16, padding_val=-1)
+        return store(gathered), store(picked), store(found)
+
+    gathered, picked, found = kernel(src, index * 4, data, where, flags)
+    want = np.empty((128, 64, 4), np.float32)
+    for core in range(8):
+        rows = slice(16 * core, 16 * (core + 1))
+        indices_1d = index[rows].flatten(order="F")[:64]
+        want[rows] = np.take(src[rows], indices_1d, axis=1)
+    np.testing.assert_array_equal(gathered, want.reshape(128, 4, 16, 4))
+    np.testing.assert_array_equal(picked, np.take_along_axis(
+        data, where.reshape(32, -1).astype(np.int64), axis=1).reshape(32, 3, 5))
+    for p in range(128):
+        if p % 16:
+            assert (found[p] == 7).all()   # only each GpSimd core's first partition
+            continue
+        hits = np.flatnonzero(flags[p])
+        np.testing.assert_array_equal(found[p], np.concatenate(
+            [hits + 16, np.full(40 - hits.size, -1), [hits.size]]))
+    # The docstring's worked example, one partition.
+    row = np.zeros((128, 8), np.float32)
+    row[0] = [0, 1, 1, 0, 0, 1, 0, 0]
+
+    @nki.jit(platform_target="trn2")
+    def example(f):
+        out = nl.ndarray((128, 9), nl.int32)
+        nisa.memset(dst=out, value=0)
+        nisa.nonzero_with_count(dst=out, src=load(f), index_offset=16, padding_val=-1)
+        return store(out)
+
+    np.testing.assert_array_equal(example(row)[0], [17, 18, 21, -1, -1, -1, -1, -1, 3])
+    with pytest.raises(nki.UnsupportedError, match="NeuronCore-v3"):
+        nki.jit(platform_target="trn1")(lambda f: nisa.nonzero_with_count(
+            dst=nl.ndarray((128, 9), nl.int32), src=load(f)))(row)

@@ -1,0 +1,150 @@
+"""GpSimd Engine data-movement instructions of `nki.isa`: `nc_n_gather` (within each
+partition), `local_gather` (across the 16 partitions of each GpSimd core) and
+`nonzero_with_count` (NeuronCore-v3 and newer).
+
+Signatures and rules from the current release's stub, aws-neuron-sdk `nki/api/nki/isa/__init__.py`
+(the snapshot docs/nki.md names); each instruction checks its operands, computes inside the
+thunk predict-only skips (Note [Predict-only instructions]) and appends its record. Their
+pages publish no cost: timing.py costs each as a GpSimd pass over its output (an assumption).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torch_neuron.nki.errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
+from torch_neuron.nki.instruction import _Instruction
+from torch_neuron.nki.tensor import MemoryRegion
+
+# "Each of the eight GpSimd cores ... connects to 16 contiguous SBUF partitions" (local_gather
+# and nonzero_with_count docstrings).
+_CORE_PARTITIONS = 16
+_LOCAL_GATHER_RUNS = (1, 2, 4, 8, 16, 32)   # num_elem_per_idx values local_gather accepts
+_LOCAL_GATHER_MAX_INDICES = 4096            # indices per GpSimd core
+
+
+def _sbuf_only(ins: _Instruction):
+    for role, t in ins.operands:
+        if t.buffer is not MemoryRegion.sbuf:
+            raise ins.error(MemorySpaceError, f"{role} {t!r} is in {t.buffer.space}; "
+                                              f"{ins.name} reads and writes SBUF only")
+
+
+def nc_n_gather(dst, data, indices, name=None):
+    """dst[p, j] = data[p] (free dims flattened) at indices[p, j], partition by partition."""
+    ins = _Instruction("nc_n_gather")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(data, "data")
+    ins.tile(indices, "indices")
+    _sbuf_only(ins)
+    P, F = ins.pf(data)
+    if ins.pf(indices)[0] != P or ins.pf(dst)[0] != P:
+        raise ins.error(ShapeError, f"data {data.shape}, indices {indices.shape} and dst "
+                                    f"{dst.shape} must have the same partitions")
+    if dst.free_size != indices.free_size:
+        raise ins.error(ShapeError, f"dst {dst.shape} must have as many elements per partition "
+                                    f"as indices {indices.shape}")
+    if indices.dtype != "uint32":
+        raise ins.error(DtypeError, f"indices are {indices.dtype}; they must be uint32")
+    if dst.dtype != data.dtype:
+        raise ins.error(DtypeError, f"dst is {dst.dtype} but data is {data.dtype}: a gather "
+                                    f"keeps the dtype")
+    x = ins.values(data, "data")
+    idx = ins.values(indices, "indices")
+
+    def gathered():
+        where = idx.reshape(P, -1).astype(np.int64)
+        if where.size and (where.min() < 0 or where.max() >= F):
+            raise ins.error(ShapeError, f"an index is outside [0, {F}), the elements of a "
+                                        f"partition of data")
+        return np.take_along_axis(x.reshape(P, F), where, axis=1)
+
+    ins.write(dst, gathered)
+    ins.record("GpSimdE")
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None,
+                 name=None):
+    """Each GpSimd core reads the indices of its 16 partitions of `index`, flattened partition
+    first, keeps the first num_valid_indices, and every one of its 16 partitions gathers, from
+    its own elements of src_buffer, num_elem_per_idx contiguous elements at each index (an
+    element offset), in order. As the numpy reference of the release's example
+    (aws-neuron-sdk nki/test/test_nki_isa_local_gather.py) computes it."""
+    ins = _Instruction("local_gather")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(src_buffer, "src_buffer")
+    ins.tile(index, "index")
+    _sbuf_only(ins)
+    P, F = ins.pf(src_buffer)
+    if index.shape[0] != P or P % _CORE_PARTITIONS:
+        raise ins.error(ShapeError, f"src_buffer {src_buffer.shape} and index {index.shape} "
+                                    f"must have the same partitions, a multiple of 16")
+    if num_elem_per_idx not in _LOCAL_GATHER_RUNS:
+        raise ins.error(ShapeError, f"num_elem_per_idx={num_elem_per_idx} must be one of "
+                                    f"{_LOCAL_GATHER_RUNS}")
+    if index.dtype != "uint16":
+        raise ins.error(DtypeError, f"index is {index.dtype}; it must be uint16")
+    if dst.dtype != src_buffer.dtype:
+        raise ins.error(DtypeError, f"dst is {dst.dtype} but src_buffer is "
+                                    f"{src_buffer.dtype}: no cast is allowed")
+    per_core = index.free_size * _CORE_PARTITIONS
+    valid = per_core if num_valid_indices is None else int(num_valid_indices)
+    if not 0 < valid <= min(per_core, _LOCAL_GATHER_MAX_INDICES):
+        raise ins.error(ShapeError, f"{valid} indices per GpSimd core; at most "
+                                    f"{min(per_core, _LOCAL_GATHER_MAX_INDICES)}")
+    if ins.pf(dst) != (P, valid * num_elem_per_idx):
+        # The release notes' known issue: num_elem_per_idx is honoured only when
+        # num_valid_indices * num_elem_per_idx == dst.size / dst.shape[0]; required here.
+        raise ins.error(ShapeError, f"dst {dst.shape} must have {P} partitions of "
+                                    f"{valid * num_elem_per_idx} elements (num_valid_indices "
+                                    f"x num_elem_per_idx)")
+    x = ins.values(src_buffer, "src_buffer")
+    idx = ins.values(index, "index")
+    cores = P // _CORE_PARTITIONS
+
+    def gathered():
+        src = x.reshape(P, F)
+        out = np.empty((P, valid * num_elem_per_idx), dtype=src.dtype)
+        run = np.arange(num_elem_per_idx)
+        for c in range(cores):
+            rows = slice(c * _CORE_PARTITIONS, (c + 1) * _CORE_PARTITIONS)
+            starts = idx.reshape(P, -1)[rows].flatten(order="F")[:valid].astype(np.int64)
+            where = (starts[:, None] + run[None, :]).reshape(-1)
+            if where.min() < 0 or where.max() >= F:
+                raise ins.error(ShapeError, f"an index reaches past the {F} elements of a "
+                                            f"partition of src_buffer")
+            out[rows] = src[rows][:, where]
+        return out
+
+    ins.write(dst, gathered)
+    ins.record("GpSimdE")
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
+    """On partitions 0, 16, ..., 112: the positions of src's nonzero elements (plus
+    index_offset), then padding_val, then their count in the extra last element."""
+    ins = _Instruction("nonzero_with_count")
+    if ins.target.nc_version < 3:
+        raise ins.error(UnsupportedError, f"nisa.nonzero_with_count needs NeuronCore-v3 or "
+                                          f"newer; the target is {ins.target.core}")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(src, "src")
+    _sbuf_only(ins)
+    P, F = ins.pf(src)
+    if ins.pf(dst) != (P, F + 1):
+        raise ins.error(ShapeError, f"dst {dst.shape} must have {P} partitions of {F + 1} "
+                                    f"elements (src's {F} and the count)")
+    if src.dtype not in ("float32", "int32") or dst.dtype != "int32":
+        raise ins.error(DtypeError, f"src is {src.dtype} and dst {dst.dtype}; src must be "
+                                    f"float32 or int32 and dst int32")
+    x = ins.values(src, "src")
+    # Only each GpSimd core's first partition is read and written; the others keep their values.
+    for p in range(0, P, _CORE_PARTITIONS):
+        def found(p=p):
+            hits = np.flatnonzero(x.reshape(P, F)[p] != 0)
+            out = np.full(F + 1, int(padding_val), dtype=np.int64)
+            out[:hits.size] = hits + int(index_offset)
+            out[F] = hits.size
+            return out
+        ins.write(dst[p:p + 1], found)
+    ins.record("GpSimdE")

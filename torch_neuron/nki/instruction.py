@@ -325,7 +325,8 @@ class _Instruction:
                          for role, t in self.operands)
         run.records.append(InstructionRecord(
             len(run.records), eng, self.name, operands,
-            tuple(t.region() for t in self.reads), tuple(t.region() for t in self.writes),
+            tuple(t.region() for t in self.reads + run.control_sources),
+            tuple(t.region() for t in self.writes),
             self.source, run.program_id, queue,
             tuple((k, v.name if isinstance(v, enum.Enum) else v) for k, v in attrs.items())))
 

@@ -70,8 +70,14 @@ def _indirect_copy(ins: _Instruction, dst: NkiTensor, src: NkiTensor, oob) -> No
     if src.is_indirect() and dst.is_indirect():
         raise ins.error(ShapeError, "src and dst cannot both be addressed indirectly")
     view = src if src.is_indirect() else dst
-    ins.tile(view.index, "offset")
-    offsets = ins.values(view.index, "offset")
+    if isinstance(view.index, VirtualRegister):
+        if view.index._source is not None:
+            ins.reads.append(view.index._source)   # the value's producer (registers.py)
+        offsets = (np.array([view.index.value("dma_copy's scalar_offset")])
+                   if ins.compute else np.zeros(1))
+    else:
+        ins.tile(view.index, "offset")
+        offsets = ins.values(view.index, "offset")
     storage = view._storage
     flat, flat_written = storage.data.reshape(-1), storage.written.reshape(-1)
 
@@ -872,6 +878,8 @@ _tensor_module.ASSIGN = _assign
 from torch_neuron.nki import isa_constants as constants  # noqa: E402,F401  (nki.isa.constants)
 from torch_neuron.nki.isa_gpsimd import (local_gather, nc_n_gather,  # noqa: E402,F401
                                          nonzero_with_count)
+from torch_neuron.nki.registers import (VirtualRegister, register_alloc,  # noqa: E402,F401
+                                        register_load, register_move, register_store)
 
 from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: E402
                                          nc_find_index8, nc_match_replace8,
@@ -886,8 +894,7 @@ _NOT_IMPLEMENTED = (
     "nc_matmul_mx", "rng",
     "set_rng_seed",
     "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier", "dma_compute",
-    "quantize_mx", "sendrecv", "register_alloc", "register_move",
-    "register_load", "register_store", "topk")
+    "quantize_mx", "sendrecv", "topk")
 
 
 def __getattr__(name):

@@ -190,9 +190,7 @@ def _range_scope(iterable):
     return _scoped(iterable, _scopes)
 
 
-def dynamic_range(*args, **kwargs):
-    raise _UnsupportedError("nl.dynamic_range (device-side loops with registers) is not "
-                            "implemented; use nl.affine_range")
+from torch_neuron.nki.registers import dynamic_range, fori_loop, while_loop  # noqa: E402,F401
 
 
 # -- logical NeuronCores -------------------------------------------------------------------------
@@ -593,7 +591,7 @@ def expand_dims(x, axis) -> NkiTensor:
     return x.expand_dim(int(axis) % (x.ndim + 1))
 
 
-_NOT_IMPLEMENTED = ("fori_loop", "while_loop", "rand", "random_seed", "gather_flattened", "load_transpose2d",
+_NOT_IMPLEMENTED = ("rand", "random_seed", "gather_flattened", "load_transpose2d",
                     "no_reorder", "prelu")
 
 

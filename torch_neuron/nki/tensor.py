@@ -159,6 +159,9 @@ class KernelRun:
         self._shared: list = []          # shared_hbm storages in allocation order (LNC > 1)
         self._shared_seen = 0
         self.entry_frame = None     # Kernel.run's frame (scopes.py looks no further up)
+        # Tensors the running dynamic loops' bounds were loaded from: every instruction in such
+        # a loop reads them (registers.py).
+        self.control_sources: list = []
         self.start_program(0)
 
     def start_program(self, program_id: int) -> None:
@@ -729,10 +732,14 @@ class IndirectView(NkiTensor):
         if t.on_chip:
             raise UnsupportedError(f".ap() with an offset on {t!r}: indirect access is "
                                    f"implemented for HBM tensors")
-        if not isinstance(index, NkiTensor) or not index.on_chip:
-            raise UnsupportedError(f".ap(): the offset {index!r} must be an SBUF tile (virtual "
-                                   f"registers are not implemented)")
-        if index.dt.is_float:
+        from torch_neuron.nki.registers import VirtualRegister
+
+        if isinstance(index, VirtualRegister) and vector_offset is None:
+            pass   # a sequencer register: one offset (registers.py)
+        elif not isinstance(index, NkiTensor) or not index.on_chip:
+            raise UnsupportedError(f".ap(): the offset {index!r} must be an SBUF tile, or a "
+                                   f"VirtualRegister for scalar_offset")
+        if isinstance(index, NkiTensor) and index.dt.is_float:
             raise ShapeError(f".ap(): the offset tile is {index.dtype}; offsets are integers")
         if not 0 <= int(indirect_dim) < t.ndim:
             raise ShapeError(f".ap(indirect_dim={indirect_dim}) on a {t.ndim}-d tensor")
@@ -740,7 +747,7 @@ class IndirectView(NkiTensor):
         if vector and (index.shape[0] != pattern[0][1] or index.free_size != 1):
             raise ShapeError(f".ap(): vector_offset {index.shape} must be ({pattern[0][1]}, 1), "
                              f"one offset per partition of the pattern")
-        if not vector and index.size != 1:
+        if not vector and isinstance(index, NkiTensor) and index.size != 1:
             raise ShapeError(f".ap(): scalar_offset {index.shape} must be a single element")
         storage, item = t._storage, t._data.itemsize
         start = (t._data.__array_interface__["data"][0]

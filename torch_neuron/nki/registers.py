@@ -22,41 +22,13 @@ import numpy as np
 
 from torch_neuron.nki.errors import ShapeError, UnsupportedError
 from torch_neuron.nki.instruction import _Instruction
+from torch_neuron.nki.scopes import scoped
 from torch_neuron.nki.tensor import NkiTensor, current_run
+from torch_neuron.nki.virtual_register import VirtualRegister
 
 # A while_loop stops with an error after this many iterations instead of hanging the process
 # (a body that never clears its condition register).
 WHILE_LOOP_LIMIT = 1 << 20
-
-
-class VirtualRegister:
-    """A sequencer register (nki.isa.VirtualRegister): a 32-bit integer."""
-
-    def __init__(self, value: Optional[int] = None, source: Optional[NkiTensor] = None,
-                 known: bool = True):
-        self._value = None if value is None else int(np.int32(value))
-        self._source = source    # the tensor its value was loaded from, if any
-        self._known = known and value is not None
-
-    def value(self, what: str) -> int:
-        if not self._known:
-            if self._source is not None:
-                raise UnsupportedError(f"{what}: the register was loaded from {self._source!r}, "
-                                       f"whose values predict-only mode does not compute; run "
-                                       f"the kernel with execution on")
-            raise UnsupportedError(f"{what}: the register was never given a value "
-                                   f"(register_move or register_load it first)")
-        return self._value
-
-    def __index__(self):
-        raise TypeError("a VirtualRegister's value is known only on the device: use it as a "
-                        "loop bound (nl.fori_loop, nl.dynamic_range) or as a scalar_offset, "
-                        "not in Python control flow")
-
-    __int__ = __bool__ = __index__
-
-    def __repr__(self):
-        return f"VirtualRegister({self._value if self._known else '?'})"
 
 
 def _value(x, what: str) -> int:
@@ -112,17 +84,25 @@ def dynamic_range(start, stop=None, step=1):
     """range(start, stop, step) with register bounds read when the loop starts. The loop's
     instructions wait for the memory its bounds were loaded from (the sequencer branches on
     them)."""
-    from torch_neuron.nki import language
-
     if isinstance(step, VirtualRegister) or int(step) <= 0:
         raise ShapeError(f"dynamic_range: step={step!r} must be a positive compile-time integer")
     if stop is None:
         start, stop = 0, start
-    iterations = language.affine_range(_value(start, "dynamic_range"),
-                                       _value(stop, "dynamic_range"), int(step))
+    iterations = _scoped_range(_value(start, "dynamic_range"), _value(stop, "dynamic_range"),
+                               int(step))
     sources = [r._source for r in (start, stop)
                if isinstance(r, VirtualRegister) and r._source is not None]
     return _controlled(iterations, sources) if sources else iterations
+
+
+def _scoped_range(start: int, stop: int, step: int):
+    """range(start, stop, step), each iteration a tile scope, as nl.affine_range's (Note [Tile
+    lifetimes] in scopes.py)."""
+    def scopes():
+        run = current_run("a dynamic loop")
+        return run.scopes, run.release
+
+    return scoped(range(start, stop, step), scopes)
 
 
 def _controlled(iterations, sources):
@@ -144,10 +124,8 @@ def while_loop(init: VirtualRegister, body_fun) -> None:
     """r = init; while r != 0: r = body_fun(r)."""
     if not isinstance(init, VirtualRegister):
         raise ShapeError(f"while_loop: init {init!r} must be a VirtualRegister")
-    from torch_neuron.nki import language
-
     r = init
-    for n in language.affine_range(WHILE_LOOP_LIMIT + 1):
+    for n in _scoped_range(0, WHILE_LOOP_LIMIT + 1, 1):
         if r.value("while_loop") == 0:
             return
         if n == WHILE_LOOP_LIMIT:

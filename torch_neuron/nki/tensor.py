@@ -20,6 +20,7 @@ from torch_neuron.nki.errors import (CapacityError, NkiValidationError, OutOfBou
                                      PartitionLimitError, ShapeError, UnsupportedError)
 from torch_neuron.nki.records import Region
 from torch_neuron.nki.scopes import LoopScopes
+from torch_neuron.nki.virtual_register import VirtualRegister
 
 
 class MemoryRegion(enum.Enum):
@@ -732,8 +733,6 @@ class IndirectView(NkiTensor):
         if t.on_chip:
             raise UnsupportedError(f".ap() with an offset on {t!r}: indirect access is "
                                    f"implemented for HBM tensors")
-        from torch_neuron.nki.registers import VirtualRegister
-
         if isinstance(index, VirtualRegister) and vector_offset is None:
             pass   # a sequencer register: one offset (registers.py)
         elif not isinstance(index, NkiTensor) or not index.on_chip:

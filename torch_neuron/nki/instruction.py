@@ -168,10 +168,11 @@ class _Instruction:
         if not isinstance(t, NkiTensor):
             raise self.error(ShapeError, f"{role} must be an NkiTensor (nl.ndarray), got "
                                          f"{type(t).__name__}")
-        if t.is_indirect() and self.name != "dma_copy":
+        if t.is_indirect() and self.name not in ("dma_copy", "dma_compute"):
             raise self.error(UnsupportedError, f"{role} {t!r} is addressed through run-time "
                                                f"offsets (.ap with vector_offset or "
-                                               f"scalar_offset), which only dma_copy takes")
+                                               f"scalar_offset), which only dma_copy and "
+                                               f"dma_compute take")
         storage = t._storage
         if storage.released is not None:
             raise self.error(ReleasedTileError,

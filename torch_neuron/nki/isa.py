@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from torch_neuron.nki import dtypes
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
-                                     OutOfBoundsError, PsumBankError, ShapeError,
-                                     TileSizeError, UninitializedReadError, UnsupportedError)
+                                     PsumBankError, ShapeError, TileSizeError,
+                                     UninitializedReadError, UnsupportedError)
 from torch_neuron.nki.ops import OPERATORS, Operator, apply
 from torch_neuron.nki import tensor as _tensor_module
+from torch_neuron.nki.indirect import indirect_copy
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
 from torch_neuron.nki.instruction import (  # noqa: F401  (the enums are nki.isa's API)
     _Instruction, _scalar_regs, _vector_regs, dge_mode, dma_engine, engine, get_nc_sub_version,
@@ -51,7 +51,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
         raise ins.error(ShapeError, f"src {src.shape} has {src.size} elements, dst {dst.shape} "
                                     f"has {dst.size}: they must match")
     if src.is_indirect() or dst.is_indirect():
-        _indirect_copy(ins, dst, src, oob_mode)
+        indirect_copy(ins, dst, src, oob_mode)
     else:
         values = _copy_values(ins, src, dst)
         ins.write(dst, lambda: values().reshape(dst.shape))
@@ -61,59 +61,6 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     run = min(src.contiguous_bytes() * dst.dt.itemsize // src.dt.itemsize,
               dst.contiguous_bytes())
     ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
-
-
-def _indirect_copy(ins: _Instruction, dst: NkiTensor, src: NkiTensor, oob) -> None:
-    """A gather (indirect src) or scatter (indirect dst) DMA (Note [Indirect DMA] in
-    tensor.py): one row per partition of the pattern; with oob_mode.skip the rows whose
-    addresses leave the tensor are not transferred, else they are an error."""
-    if src.is_indirect() and dst.is_indirect():
-        raise ins.error(ShapeError, "src and dst cannot both be addressed indirectly")
-    view = src if src.is_indirect() else dst
-    if isinstance(view.index, VirtualRegister):
-        if view.index._source is not None:
-            ins.reads.append(view.index._source)   # the value's producer (registers.py)
-        offsets = (np.array([view.index.value("dma_copy's scalar_offset")])
-                   if ins.compute else np.zeros(1))
-    else:
-        ins.tile(view.index, "offset")
-        offsets = ins.values(view.index, "offset")
-    storage = view._storage
-    flat, flat_written = storage.data.reshape(-1), storage.written.reshape(-1)
-
-    def rows():
-        addresses = view.addresses(offsets)
-        ok = view.in_bounds(addresses)
-        if not ok.all() and oob != oob_mode.skip:
-            bad = int(np.flatnonzero(~ok)[0])
-            raise ins.error(OutOfBoundsError, f"row {bad} of the indirect access reaches "
-                                              f"outside {view!r} (offsets "
-                                              f"{offsets.reshape(-1)[:8].tolist()}...); pass "
-                                              f"oob_mode=nisa.oob_mode.skip to skip such rows")
-        return addresses.reshape(len(ok), -1), ok
-
-    if view is src:   # gather into dst
-        def gathered():
-            addresses, ok = rows()
-            taken = addresses[ok]
-            if not flat_written[taken].all():
-                raise ins.error(UninitializedReadError, f"src: the gathered rows of {src!r} "
-                                                        f"were never written")
-            out = np.array(dst._data, dtype=np.float64).reshape(len(ok), -1)
-            out[ok] = flat[taken].astype(np.float64)
-            return out
-        ins.write(dst, lambda: gathered().reshape(dst.shape))
-        return
-    values = ins.values(src, "src")   # scatter from src
-    if not ins.compute:
-        flat_written[...] = True   # predict-only: where it lands is not known
-        storage.modified = True
-        return
-    addresses, ok = rows()
-    data = dtypes.convert(values.astype(np.float64).reshape(len(ok), -1)[ok], storage.dt)
-    flat[addresses[ok]] = data
-    flat_written[addresses[ok]] = True
-    storage.modified = True
 
 
 # The permutation dma_transpose applies, by the source's rank (its docstring: "For 2-d input
@@ -876,6 +823,7 @@ def _assign(dst, value):
 _tensor_module.ASSIGN = _assign
 
 from torch_neuron.nki import isa_constants as constants  # noqa: E402,F401  (nki.isa.constants)
+from torch_neuron.nki.isa_dma_compute import dma_compute  # noqa: E402,F401
 from torch_neuron.nki.isa_gpsimd import (local_gather, nc_n_gather,  # noqa: E402,F401
                                          nonzero_with_count)
 from torch_neuron.nki.registers import (VirtualRegister, register_alloc,  # noqa: E402,F401
@@ -893,7 +841,7 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
 _NOT_IMPLEMENTED = (
     "nc_matmul_mx", "rng",
     "set_rng_seed",
-    "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier", "dma_compute",
+    "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier",
     "quantize_mx", "sendrecv", "topk")
 
 

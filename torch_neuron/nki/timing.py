@@ -49,12 +49,14 @@ _FULL_RATE_STRIDE_BYTES = 16
 # tensor_scalar_cumulative as tensor_scalar, range_select as select_reduce (a select and a
 # reduction in one pass, itself an assumption); exponential and activate2 (NeuronCore-v4, which
 # trnsim cannot time yet) as tensor_scalar and activation.
-# dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why). nc_stream_shuffle:
+# dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why); dma_compute as a
+# dma_copy of its sources' bytes (an assumption, isa_dma_compute.py). nc_stream_shuffle:
 # as a tensor_copy of its source, nc_find_index8 and nc_match_replace8 as one tensor_reduce
 # pass over their data (as max8), the GpSimd gathers and nonzero_with_count as a tensor_copy
 # of their output (input for nonzero_with_count) on GpSimd: assumptions, their pages publish
 # no cost.
-_COST_AS = {"dma_transpose": "dma_copy", "nc_stream_shuffle": "tensor_copy",
+_COST_AS = {"dma_transpose": "dma_copy", "dma_compute": "dma_copy",
+            "nc_stream_shuffle": "tensor_copy",
             "nc_find_index8": "tensor_reduce", "nc_match_replace8": "tensor_reduce",
             "nc_n_gather": "tensor_copy", "local_gather": "tensor_copy",
             "nonzero_with_count": "tensor_copy",
@@ -62,7 +64,8 @@ _COST_AS = {"dma_transpose": "dma_copy", "nc_stream_shuffle": "tensor_copy",
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
             "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
             "activate2": "activation", "range_select": "select_reduce"}
-_FORMULA_OPERAND.update({"dma_transpose": "dst", "nc_stream_shuffle": "src",
+_FORMULA_OPERAND.update({"dma_transpose": "dst", "dma_compute": "dst",
+                         "nc_stream_shuffle": "src",
                          "nc_find_index8": "data", "nc_match_replace8": "data",
                          "nc_n_gather": "dst", "local_gather": "dst",
                          "nonzero_with_count": "src",

@@ -651,7 +651,7 @@ def test_indirect_dma_gathers_and_scatters_rows_by_runtime_offsets():
     want[rows[keep, 0]] = upd[keep]
     np.testing.assert_array_equal(skipped, want)
     # Only DMA takes an indirect view.
-    with pytest.raises(nki.UnsupportedError, match="only dma_copy"):
+    with pytest.raises(nki.UnsupportedError, match="only dma_copy and dma_compute"):
         nki.simulate(lambda d, idx: nisa.tensor_copy(
             dst=nl.ndarray((16, 32), nl.float32),
             src=d.ap(pattern=[[32, 16], [1, 32]], vector_offset=load(idx), indirect_dim=0)))(
@@ -696,3 +696,35 @@ def test_manual_placement_and_nkiobject_keywords():
         nki.simulate(lambda: nl.ndarray((8, 8), nl.float32, address=(0, 1 << 30)))()
     with pytest.raises(TypeError, match="unexpected keyword"):
         Params(columns=3)
+
+
+def test_dma_compute_adds_sources_and_reads_modifies_writes_indexed_rows():
+    # dma_compute's docstring: dst = srcs[0] + srcs[1] + ... in float32; with a vector_offset,
+    # scatter dst(HBM)[idx] += src(SBUF) or gather dst(SBUF) += src(HBM)[idx].
+    a, b, c = rand(32, 64), rand(32, 64), rand(32, 64)
+    table, upd = rand(64, 16), rand(8, 16)
+    rows = RNG.permutation(64)[:8].reshape(8, 1).astype(np.uint32)
+
+    def kernel(x, y, z, t, u, idx):
+        total = nl.ndarray((32, 64), nl.bfloat16)
+        nisa.dma_compute(dst=total, srcs=[x, y, z], reduce_op=nl.add, scales=(1.0, 1.0, 1.0))
+        out = nl.ndarray(t.shape, nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        i = load(idx)
+        view = out.ap(pattern=[[16, 8], [1, 16]], vector_offset=i, indirect_dim=0)
+        nisa.dma_compute(dst=view, srcs=[view, load(u)], reduce_op=nl.add)
+        acc = load(u)
+        nisa.dma_compute(dst=acc, srcs=[t.ap(pattern=[[16, 8], [1, 16]], vector_offset=i,
+                                             indirect_dim=0), acc], reduce_op=nl.add)
+        return store(total), out, store(acc)
+
+    total, scattered, gathered = nki.simulate(kernel)(a, b, c, table, upd, rows)
+    want = torch.from_numpy(a + b + c).bfloat16().float().numpy()
+    np.testing.assert_array_equal(total, want)
+    want = table.copy()
+    want[rows[:, 0]] += upd
+    np.testing.assert_allclose(scattered, want, rtol=1e-6)
+    np.testing.assert_allclose(gathered, upd + table[rows[:, 0]], rtol=1e-6)
+    with pytest.raises(nki.NkiValidationError, match="nl.add only"):
+        nki.simulate(lambda x: nisa.dma_compute(dst=nl.ndarray((32, 64), nl.float32),
+                                                srcs=[x, x], reduce_op=nl.multiply))(a)

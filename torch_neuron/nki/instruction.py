@@ -90,9 +90,10 @@ def get_nc_sub_version() -> int:
 # results. Element maps: elementwise copies and arithmetic, result element = the same
 # element of each input (a [P, 1] operand or bias: its partition's element); dma_copy, the
 # same position in element order; nc_transpose, the transposed element; nc_matmul, result
-# [i, j] from stationary column i and moving column j. Every other instruction still raises.
+# [i, j] from stationary column i and moving column j; nc_stream_shuffle, the partition its
+# mask names. Every other instruction still raises.
 _PROPAGATES = frozenset({"tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
-                         "dma_copy", "nc_transpose", "nc_matmul"})
+                         "dma_copy", "nc_transpose", "nc_matmul", "nc_stream_shuffle"})
 # The operands mapped element to element (not an index, nor a tile an instruction accumulates
 # into or reduces to registers).
 _PROPAGATED_ROLES = frozenset({"src", "data", "data1", "data2", "stationary", "moving",
@@ -117,6 +118,8 @@ def _result_unwritten(ins, dst) -> np.ndarray:
     if ins.name == "dma_copy":
         (mask,) = masks.values()
         return mask.reshape(shape)
+    if ins.name == "nc_stream_shuffle":   # one dst partition, from one src partition
+        return ins.shuffle_row_unwritten.reshape(shape)
     out = np.zeros(shape, dtype=bool)
     for mask in masks.values():
         rows = mask.reshape(mask.shape[0] if dst.on_chip else 1, -1)
@@ -160,6 +163,7 @@ class _Instruction:
         self.reads: list[NkiTensor] = []
         self.writes: list[NkiTensor] = []
         self.unwritten: list[tuple[str, NkiTensor]] = []   # operands read with unwritten parts
+        self.control = list(self.run.control_sources)   # the running dynamic loops' bounds
 
     def error(self, cls, message):
         return cls(message, instruction=self.name, source=self.source)
@@ -317,7 +321,10 @@ class _Instruction:
             # Note [Results of unwritten memory]
             t._written[...] &= ~_result_unwritten(self, t).reshape(t.shape)
 
-    def record(self, eng: str, **attrs) -> None:
+    def record(self, eng: str, core=None, name=None, **attrs) -> None:
+        """Appends the instruction's record; `core`: the program that issued it, when another
+        program's thread completes it (cores.py); `name`: a record named otherwise than the
+        instruction (sendrecv's wait)."""
         run = self.run
         queue = run.next_dma_queue() if eng == "DMA" else None
         operands = tuple(Operand(role, t._data.shape, t._storage.dt.name, t._storage.space,
@@ -325,10 +332,10 @@ class _Instruction:
                                  tuple(s // t._data.itemsize for s in t._data.strides))
                          for role, t in self.operands)
         run.records.append(InstructionRecord(
-            len(run.records), eng, self.name, operands,
-            tuple(t.region() for t in self.reads + run.control_sources),
+            len(run.records), eng, name or self.name, operands,
+            tuple(t.region() for t in self.reads + self.control),
             tuple(t.region() for t in self.writes),
-            self.source, run.program_id, queue,
+            self.source, run.program_id if core is None else core, queue,
             tuple((k, v.name if isinstance(v, enum.Enum) else v) for k, v in attrs.items())))
 
 

@@ -368,20 +368,14 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
             raise ins.error(ShapeError, f"dst partition {p} takes src partition {q}, but src "
                                         f"has {src.shape[0]}")
     x = ins.values(src, "src")
-    keeps = None in source
-    if keeps:
-        ins.reads.append(dst)  # the kept partitions keep dst's values
-    old = ins.values(dst, "dst") if keeps else None
-
-    def result():
-        data = x.reshape(src.shape[0], -1)
-        out = old.reshape(P, F).copy() if keeps else np.empty((P, F), dtype=data.dtype)
-        for p, q in enumerate(source):
-            if q is not None:
-                out[p] = data[q]
-        return out
-
-    ins.write(dst, result)
+    # Snapshots first: the shuffle may be in place (dst is src).
+    rows = x.reshape(src.shape[0], -1).copy() if ins.compute else None
+    unwritten = ~src._written.reshape(src.shape[0], -1)
+    # Partitions whose mask entry is 255 are left as they are: only the others are written.
+    for p, q in enumerate(source):
+        if q is not None:
+            ins.shuffle_row_unwritten = unwritten[q]   # Note [Results of unwritten memory]
+            ins.write(dst[p:p + 1], lambda q=q: rows[q])
     ins.record("VectorE")
 
 
@@ -824,6 +818,7 @@ _tensor_module.ASSIGN = _assign
 
 from torch_neuron.nki import isa_constants as constants  # noqa: E402,F401  (nki.isa.constants)
 from torch_neuron.nki.isa_dma_compute import dma_compute  # noqa: E402,F401
+from torch_neuron.nki.isa_cores import core_barrier, sendrecv  # noqa: E402,F401
 from torch_neuron.nki.isa_gpsimd import (local_gather, nc_n_gather,  # noqa: E402,F401
                                          nonzero_with_count)
 from torch_neuron.nki.registers import (VirtualRegister, register_alloc,  # noqa: E402,F401
@@ -841,8 +836,8 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
 _NOT_IMPLEMENTED = (
     "nc_matmul_mx", "rng",
     "set_rng_seed",
-    "rand_set_state", "rand_get_state", "rand2", "sequence_bounds", "core_barrier",
-    "quantize_mx", "sendrecv", "topk")
+    "rand_set_state", "rand_get_state", "rand2", "sequence_bounds",
+    "quantize_mx", "topk")
 
 
 def __getattr__(name):

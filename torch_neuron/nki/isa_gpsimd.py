@@ -137,11 +137,11 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     if src.dtype not in ("float32", "int32") or dst.dtype != "int32":
         raise ins.error(DtypeError, f"src is {src.dtype} and dst {dst.dtype}; src must be "
                                     f"float32 or int32 and dst int32")
-    x = ins.values(src, "src")
     # Only each GpSimd core's first partition is read and written; the others keep their values.
+    x = ins.values(src[0:P:_CORE_PARTITIONS], "src").reshape(-1, F)
     for p in range(0, P, _CORE_PARTITIONS):
         def found(p=p):
-            hits = np.flatnonzero(x.reshape(P, F)[p] != 0)
+            hits = np.flatnonzero(x[p // _CORE_PARTITIONS] != 0)
             out = np.full(F + 1, int(padding_val), dtype=np.int64)
             out[:hits.size] = hits + int(index_offset)
             out[F] = hits.size

@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from torch_neuron.nki import blas, dtypes
+from torch_neuron.nki.cores import Cores
 from torch_neuron.nki import target as targets
 from torch_neuron.nki.errors import (MemorySpaceError, NkiValidationError, ShapeError,
                                      UninitializedReadError)
@@ -177,15 +178,17 @@ class Kernel:
             result = None
             # `range` loops are scopes too (Note [Tile lifetimes], range_loops.py).
             fn = with_scoped_range_loops(self.fn, _range_scope)
-            with np.errstate(all="ignore") if run.predict_only else _no_context(), \
-                    blas.single_threaded():
-                for program in range(self.lnc):
-                    if program:
-                        run.start_program(program)
-                    out = fn(*wrapped_args, **wrapped_kwargs)
+            def program_body(program):
+                with np.errstate(all="ignore") if run.predict_only else _no_context():
+                    return fn(*wrapped_args, **wrapped_kwargs)
+
+            with blas.single_threaded():
+                if self.lnc == 1:
+                    result = program_body(0)
                     run.end_program()
-                    if program == 0:
-                        result = out
+                else:   # Note [Programs that wait for each other] (cores.py)
+                    run.cores = Cores(run, self.lnc)
+                    result = run.cores.run_all(program_body)[0]
             run.result = _convert_result(result, like_torch, device, run)
             for inp in inputs.values():
                 inp.write_back()

@@ -24,7 +24,7 @@ KINDS = {name: i for i, name in enumerate((
     "dma_copy", "nc_matmul", "nc_transpose", "tensor_copy", "tensor_tensor", "tensor_scalar",
     "tensor_reduce", "tensor_partition_reduce", "activation", "activation_reduce", "memset",
     "iota", "affine_select", "bn_stats", "bn_aggr", "select_reduce", "tensor_tensor_scan",
-    "dropout", "reciprocal"))}
+    "dropout", "reciprocal", "core_barrier"))}
 ENGINES = ("TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA")
 _ENGINE_CODE = {e: i for i, e in enumerate(ENGINES)}
 _DTYPE_CODE = {"float32": 1, "bfloat16": 2, "float16": 3, "tfloat32": 5}
@@ -50,12 +50,14 @@ _FULL_RATE_STRIDE_BYTES = 16
 # reduction in one pass, itself an assumption); exponential and activate2 (NeuronCore-v4, which
 # trnsim cannot time yet) as tensor_scalar and activation.
 # dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why); dma_compute as a
-# dma_copy of its sources' bytes (an assumption, isa_dma_compute.py). nc_stream_shuffle:
+# dma_copy of its sources' bytes (an assumption, isa_dma_compute.py); sendrecv as a dma_copy of
+# its dst (isa_cores.py). nc_stream_shuffle:
 # as a tensor_copy of its source, nc_find_index8 and nc_match_replace8 as one tensor_reduce
 # pass over their data (as max8), the GpSimd gathers and nonzero_with_count as a tensor_copy
 # of their output (input for nonzero_with_count) on GpSimd: assumptions, their pages publish
 # no cost.
-_COST_AS = {"dma_transpose": "dma_copy", "dma_compute": "dma_copy",
+_COST_AS = {"dma_transpose": "dma_copy", "dma_compute": "dma_copy", "sendrecv": "dma_copy",
+            "sendrecv_wait": "core_barrier",
             "nc_stream_shuffle": "tensor_copy",
             "nc_find_index8": "tensor_reduce", "nc_match_replace8": "tensor_reduce",
             "nc_n_gather": "tensor_copy", "local_gather": "tensor_copy",
@@ -64,7 +66,7 @@ _COST_AS = {"dma_transpose": "dma_copy", "dma_compute": "dma_copy",
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
             "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
             "activate2": "activation", "range_select": "select_reduce"}
-_FORMULA_OPERAND.update({"dma_transpose": "dst", "dma_compute": "dst",
+_FORMULA_OPERAND.update({"dma_transpose": "dst", "dma_compute": "dst", "sendrecv": "dst",
                          "nc_stream_shuffle": "src",
                          "nc_find_index8": "data", "nc_match_replace8": "data",
                          "nc_n_gather": "dst", "local_gather": "dst",

@@ -184,6 +184,17 @@ def test_stream_shuffle_permutes_within_each_quadrant_and_255_keeps():
         nki.simulate(lambda a: nisa.nc_stream_shuffle(dst=load(a)[32:96], src=load(a)[0:64],
                                                       shuffle_mask=mask))(x)
 
+    # In place (dst is src), as nki-library's find_nonzero_indices shuffles: every partition
+    # reads the source as it was before the instruction.
+    @nki.jit(platform_target="trn2")
+    def in_place(a):
+        t = load(a)
+        nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=[31 - i for i in range(32)])
+        return store(t)
+
+    np.testing.assert_array_equal(in_place(x), np.concatenate(
+        [x[32 * q:32 * (q + 1)][::-1] for q in range(4)]))
+
 
 def test_dma_transpose_permutes_as_documented_and_is_timed_as_its_copy():
     x2 = rand(512, 128).astype(np.float16)

@@ -32,7 +32,7 @@ const char* isa_kind_name(IsaKind kind) {
       "tensor_tensor", "tensor_scalar",   "tensor_reduce",  "tensor_partition_reduce",
       "activation",    "activation_reduce", "memset",       "iota",
       "affine_select", "bn_stats",        "bn_aggr",        "select_reduce",
-      "tensor_tensor_scan", "dropout",    "reciprocal"};
+      "tensor_tensor_scan", "dropout",    "reciprocal",     "core_barrier"};
   const auto i = static_cast<int>(kind);
   return i >= 0 && i < kIsaKindCount ? names[i] : "unknown";
 }
@@ -117,6 +117,9 @@ double isa_cycles(const IsaInstruction& ins) {
     case IsaKind::Dropout:
       require(ins, ins.engine != Engine::Tensor && ins.engine != Engine::Dma);
       return at_least_min_ii(n);
+    case IsaKind::CoreBarrier:
+      throw Error("core_barrier has no engine cycles: the kernel schedule joins the programs "
+                  "there");
   }
   throw Error("unknown nki.isa instruction kind " +
               std::to_string(static_cast<int>(ins.kind)));

@@ -173,9 +173,11 @@ double dma_transfer_cap(const InstanceSpec& core, const KernelInstruction& ki) {
   return engines * core.chip->dma_engine_gbps;
 }
 
-KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int programs,
-                             const std::vector<KernelInstruction>& instructions) {
-  if (programs < 1) throw Error("a kernel runs at least one program");
+namespace {
+
+// One phase of a kernel (Note [Core barriers]): no CoreBarrier instructions.
+KernelTiming schedule_phase(const InstanceSpec& core, int dma_queues, int programs,
+                            const std::vector<KernelInstruction>& instructions) {
   std::vector<ProgramSchedule> cores;
   cores.reserve(programs);
   for (int p = 0; p < programs; ++p) cores.emplace_back(core, dma_queues);
@@ -276,6 +278,63 @@ KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int progr
   for (Engine e : engines) ++timing.instructions[static_cast<int>(e)];
   timing.engines = std::move(engines);
   return timing;
+}
+
+}  // namespace
+
+KernelTiming schedule_kernel(const InstanceSpec& core, int dma_queues, int programs,
+                             const std::vector<KernelInstruction>& instructions) {
+  if (programs < 1) throw Error("a kernel runs at least one program");
+  bool barriers = false;
+  for (const KernelInstruction& ki : instructions) {
+    barriers = barriers || ki.isa.kind == IsaKind::CoreBarrier;
+  }
+  if (!barriers) return schedule_phase(core, dma_queues, programs, instructions);
+
+  // Note [Core barriers]: phase by phase, each starting when the previous one has ended.
+  KernelTiming total;
+  total.programs = programs;
+  total.dma_queue_busy_ns.assign(dma_queues, 0.0);
+  total.times.assign(instructions.size(), InstructionTime{});
+  total.engines.assign(instructions.size(), Engine::GpSimd);
+  std::vector<KernelInstruction> phase;
+  std::vector<uint32_t> index;  // phase position -> kernel instruction
+  auto close_phase = [&] {
+    if (phase.empty()) return;
+    const KernelTiming t = schedule_phase(core, dma_queues, programs, phase);
+    for (size_t i = 0; i < phase.size(); ++i) {
+      total.times[index[i]] = {total.makespan_ns + t.times[i].start_ns,
+                               total.makespan_ns + t.times[i].end_ns};
+      total.engines[index[i]] = t.engines[i];
+    }
+    for (int e = 0; e < kEngineCount; ++e) {
+      total.busy_ns[e] += t.busy_ns[e];
+      total.instructions[e] += t.instructions[e];
+    }
+    for (int q = 0; q < dma_queues; ++q) total.dma_queue_busy_ns[q] += t.dma_queue_busy_ns[q];
+    for (uint32_t k : t.critical_path) total.critical_path.push_back(index[k]);
+    total.makespan_ns += t.makespan_ns;
+    phase.clear();
+    index.clear();
+  };
+  for (size_t k = 0; k < instructions.size(); ++k) {
+    const KernelInstruction& ki = instructions[k];
+    if (ki.program < 0 || ki.program >= programs) {
+      throw Error("instruction " + std::to_string(k) + " belongs to program " +
+                  std::to_string(ki.program) + " of a kernel of " + std::to_string(programs));
+    }
+    if (ki.isa.kind != IsaKind::CoreBarrier) {
+      phase.push_back(ki);
+      index.push_back(static_cast<uint32_t>(k));
+      continue;
+    }
+    close_phase();
+    total.times[k] = {total.makespan_ns, total.makespan_ns};
+    total.engines[k] = ki.isa.engine;
+    ++total.instructions[static_cast<int>(ki.isa.engine)];
+  }
+  close_phase();
+  return total;
 }
 
 WorkTime kernel_launch(const InstanceSpec& instance, double makespan_ns,

@@ -282,5 +282,42 @@ TEST(KernelSchedule, ATransferUsesTheDmaEnginesOfItsPartitions) {
   EXPECT_DOUBLE_EQ(dma_transfer_cap(core, hbm_to_hbm), 0);
 }
 
+TEST(KernelSchedule, ACoreBarrierStartsEveryProgramsNextPhaseAfterTheSlowest) {
+  // Note [Core barriers]: program 0 copies 512 elements, program 1 one of 64 (MIN_II), then
+  // both meet; after the barrier program 1's copy starts when program 0's ended, not at its
+  // own end. Without the barrier the programs run apart.
+  const InstanceSpec core = physical_core(trn2());
+  auto on = [](KernelInstruction k, int program) {
+    k.program = program;
+    return k;
+  };
+  const IsaInstruction long_copy = isa(IsaKind::TensorCopy, Engine::Vector, 128, 512);
+  const IsaInstruction short_copy = isa(IsaKind::TensorCopy, Engine::Vector, 128, 64);
+  const IsaInstruction barrier = isa(IsaKind::CoreBarrier, Engine::GpSimd, 1, 1);
+  const std::vector<KernelInstruction> before{
+      on(kernel_ins(long_copy, {}, {sbuf(0, 128, 0, 2048)}), 0),
+      on(kernel_ins(short_copy, {}, {sbuf(0, 128, 0, 256)}), 1),
+  };
+  std::vector<KernelInstruction> prog = before;
+  prog.push_back(on(kernel_ins(barrier, {}, {}), 0));
+  prog.push_back(on(kernel_ins(barrier, {}, {}), 1));
+  prog.push_back(on(kernel_ins(short_copy, {}, {sbuf(0, 128, 4096, 4352)}), 1));
+  const KernelTiming t = schedule_kernel(core, 16, 2, prog);
+  const double long_ns = 512 / 0.96, short_ns = 64 / 0.96;
+  EXPECT_NEAR(t.times[2].start_ns, long_ns, 1e-9);   // the barriers, where the phase ends
+  EXPECT_NEAR(t.times[3].end_ns, long_ns, 1e-9);
+  EXPECT_NEAR(t.times[4].start_ns, long_ns, 1e-9);
+  EXPECT_NEAR(t.makespan_ns, long_ns + short_ns, 1e-9);
+  EXPECT_EQ(t.engines[2], Engine::GpSimd);
+  EXPECT_EQ(t.instructions[static_cast<int>(Engine::Vector)], 3u);
+  ASSERT_FALSE(t.critical_path.empty());
+  EXPECT_EQ(t.critical_path.front(), 0u);  // the slow program's copy, then the phase after
+  EXPECT_EQ(t.critical_path.back(), 4u);
+  std::vector<KernelInstruction> apart = before;
+  apart.push_back(on(kernel_ins(short_copy, {}, {sbuf(0, 128, 4096, 4352)}), 1));
+  EXPECT_NEAR(schedule_kernel(core, 16, 2, apart).times[2].start_ns, short_ns, 1e-9);
+  EXPECT_THROW(isa_cycles(barrier), Error);
+}
+
 }  // namespace
 }  // namespace trnsim

@@ -85,8 +85,11 @@ enum class IsaKind : uint8_t {
   TensorTensorScan,
   Dropout,
   Reciprocal,
+  // Not an engine instruction: where the programs of an LNC launch wait for each other
+  // (Note [Core barriers] in kernel_schedule.h).
+  CoreBarrier,
 };
-constexpr int kIsaKindCount = 19;
+constexpr int kIsaKindCount = 20;
 
 // The data types the cost formulas distinguish.
 enum class IsaDtype : uint8_t { Other = 0, Fp32, Bf16, Fp16, Fp8, Tf32 };

@@ -25,9 +25,20 @@
 //
 // Physical cores. A kernel runs on one physical NeuronCore (LNC=1), or on `programs` of them
 // (kernel[2] on NeuronCore-v3), each with its own engines and its own share of HBM. Each
-// program is scheduled on its core separately: dependencies between programs through shared
-// HBM are not modelled (NKI orders them only with explicit barriers, which are not
-// implemented). The makespan is the slowest program's.
+// program is scheduled on its core separately; between barriers (below) their dependencies
+// through shared HBM are not modelled. The makespan is the slowest program's.
+//
+// Note [Core barriers]
+// The programs of an LNC launch order their work on each other only at core_barrier and
+// sendrecv ("all operations in the group must complete before any can proceed", the ISA stub),
+// which reach the schedule as CoreBarrier instructions, one per program, consecutive in the
+// instruction list. The kernel is cut there into phases: each phase is scheduled as above and
+// starts when the slowest program's previous phase has ended. So a barrier waits for every
+// engine of both cores to finish what came before it, where the hardware blocks only the
+// barrier's engine until the other core's semaphore arrives and lets independent work on the
+// other engines run on: an assumption that over-charges a kernel whose engines have
+// independent work queued across a barrier. The semaphore exchange itself takes no time here:
+// no Neuron document gives its latency.
 //
 // Note [Dependent instruction overhead]
 // VectorE and ScalarE are pipelined: the ISA formulas are the cycles between back-to-back

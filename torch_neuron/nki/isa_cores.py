@@ -70,7 +70,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
     values = ins.values(src, "src")
 
     def exchange(group):
-        for p, (_, _, _, to, frm) in group.items():
+        for p, (_, _, _, _, frm) in group.items():
             if group[frm][3] != p:
                 raise ins.error(NkiValidationError,
                                 f"program {p} receives from {frm}, which sends to "

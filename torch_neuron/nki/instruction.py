@@ -91,7 +91,8 @@ def get_nc_sub_version() -> int:
 # element of each input (a [P, 1] operand or bias: its partition's element); dma_copy, the
 # same position in element order; nc_transpose, the transposed element; nc_matmul, result
 # [i, j] from stationary column i and moving column j; nc_stream_shuffle, the partition its
-# mask names. Every other instruction still raises.
+# mask names. Every other instruction still raises. Not tracked: a matmul accumulating onto
+# such results marks them written (their values keep the NaN, as in AWS's simulator).
 _PROPAGATES = frozenset({"tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
                          "dma_copy", "nc_transpose", "nc_matmul", "nc_stream_shuffle"})
 # The operands mapped element to element (not an index, nor a tile an instruction accumulates

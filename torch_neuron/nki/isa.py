@@ -833,6 +833,22 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
 
 # Instructions of the current release not implemented yet: a clear error instead of
 # AttributeError, so a kernel using them says what is missing.
+from torch_neuron.nki.handles import NkiInstruction, returning_handles  # noqa: E402
+
+# Every instruction returns its NkiInstruction (handles.py), except the two that complete in
+# another program's thread (cores.py).
+for _name in ("dma_copy", "dma_transpose", "dma_compute", "tensor_copy", "memset", "nc_matmul",
+              "nc_transpose", "tensor_tensor", "tensor_scalar", "tensor_reduce",
+              "tensor_partition_reduce", "activation", "activation_reduce", "iota",
+              "affine_select", "bn_stats", "bn_aggr", "select_reduce", "tensor_tensor_scan",
+              "dropout", "reciprocal", "scalar_tensor_tensor", "tensor_scalar_reduce",
+              "tensor_scalar_cumulative", "tensor_copy_predicated", "max8", "range_select",
+              "exponential", "activate2", "nc_find_index8", "nc_match_replace8",
+              "nc_stream_shuffle", "nc_n_gather", "local_gather", "nonzero_with_count",
+              "register_load", "register_store"):
+    globals()[_name] = returning_handles(globals()[_name])
+del _name
+
 _NOT_IMPLEMENTED = (
     "nc_matmul_mx", "rng",
     "set_rng_seed",

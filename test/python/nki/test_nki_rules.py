@@ -325,3 +325,36 @@ def test_matmul_cannot_accumulate_onto_psum_zeroed_by_memset_before_neuroncore_v
 
     raises(nki.NkiValidationError, kernel, a, b, match="last written by a non-matmul")
     np.testing.assert_array_equal(nki.jit(kernel, platform_target="trn3")(a, b), 128)
+
+
+def test_depends_on_orders_independent_instructions():
+    # NkiInstruction.depends_on (the release's stub): "this instruction runs after every listed
+    # producer completes". Two independent loads run side by side on their DMA queues; with the
+    # dependency the second starts when the first ends.
+    x = np.ones((128, 512), np.float32)
+
+    def kernel(a, b, wait):
+        t = nl.ndarray((128, 512), nl.float32)
+        u = nl.ndarray((128, 512), nl.float32)
+        first = nisa.dma_copy(dst=t, src=a)
+        second = nisa.dma_copy(dst=u, src=b)
+        if wait:
+            assert second.depends_on(first) is second
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        nisa.tensor_tensor(dst=t, data1=t, data2=u, op=nl.add)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    apart = nki.profile(nki.jit(kernel, platform_target="trn2"), x, x, False)
+    assert apart.instruction(1).start_us == 0
+    ordered = nki.profile(nki.jit(kernel, platform_target="trn2"), x, x, True)
+    np.testing.assert_array_equal(ordered.run.result, 2 * x)
+    assert ordered.instruction(1).start_us >= ordered.instruction(0).end_us
+
+    def backwards(a):
+        t = nl.ndarray((128, 512), nl.float32)
+        first = nisa.dma_copy(dst=t, src=a)
+        later = nisa.dma_copy(dst=t, src=a)
+        first.depends_on(later)
+
+    raises(nki.NkiValidationError, backwards, x, match="issued after its consumer")

@@ -16,6 +16,7 @@ from torch_neuron.nki import isa as _isa
 from torch_neuron.nki import target as _target
 from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.errors import ShapeError as _ShapeError
+from torch_neuron.nki.handles import NkiInstruction as _NkiInstruction
 from torch_neuron.nki.errors import UnsupportedError as _UnsupportedError
 from torch_neuron.nki.ops import OPERATORS as _OPERATORS
 from torch_neuron.nki.ops import Operator as _Operator
@@ -228,6 +229,52 @@ def load(src, dtype=None) -> NkiTensor:
 
 def store(dst, value):
     _isa.dma_copy(dst=dst, src=value)
+
+
+def load_transpose2d(src, dtype=None) -> NkiTensor:
+    """src [P, F] in HBM loaded transposed into a new [F, P] SBUF tile: one nisa.dma_transpose
+    (the instruction the DMA transposes with), then a cast if `dtype` differs."""
+    if src.ndim != 2:
+        raise _ShapeError(f"nl.load_transpose2d: src {src.shape} must be 2-d")
+    staged = ndarray((src.shape[1], src.shape[0]), src.dtype, buffer=sbuf)
+    _isa.dma_transpose(dst=staged, src=src)
+    if dtype is None or dtype == src.dtype:
+        return staged
+    out = ndarray(staged.shape, dtype, buffer=sbuf)
+    _isa.tensor_copy(dst=out, src=staged)
+    return out
+
+
+def gather_flattened(data, indices, axis=0, dtype=None) -> NkiTensor:
+    """out[p, j] = data[p] (free dims flattened) at indices[p, j]: nisa.nc_n_gather, the
+    instruction that gathers within partitions, then a cast if `dtype` differs."""
+    if axis not in (0, -data.ndim):
+        raise _UnsupportedError(f"nl.gather_flattened(axis={axis}): only axis=0 (indices into "
+                                f"each partition's flattened free dims) is implemented")
+    out = ndarray(indices.shape, data.dtype, buffer=sbuf)
+    _isa.nc_n_gather(dst=out, data=data, indices=indices)
+    if dtype is None or dtype == data.dtype:
+        return out
+    cast = ndarray(indices.shape, dtype, buffer=sbuf)
+    _isa.tensor_copy(dst=cast, src=out)
+    return cast
+
+
+class no_reorder:
+    """`with nl.no_reorder():` the instructions issued inside run in program order: each waits
+    for the one before it (a depends_on chain, handles.py)."""
+
+    def __enter__(self):
+        self._run = _current_run("nl.no_reorder")
+        self._first = len(self._run.records)
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            run = self._run
+            for i in range(self._first + 1, len(run.records)):
+                _NkiInstruction(run, [i]).depends_on(_NkiInstruction(run, [i - 1]))
+        return False
 
 
 def _column(t):
@@ -591,8 +638,7 @@ def expand_dims(x, axis) -> NkiTensor:
     return x.expand_dim(int(axis) % (x.ndim + 1))
 
 
-_NOT_IMPLEMENTED = ("rand", "random_seed", "gather_flattened", "load_transpose2d",
-                    "no_reorder", "prelu")
+_NOT_IMPLEMENTED = ("rand", "random_seed", "prelu")
 
 
 def __getattr__(name):

@@ -1,5 +1,7 @@
 """Each nki.isa instruction and nki.language function against a NumPy/PyTorch CPU reference."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -728,3 +730,36 @@ def test_dma_compute_adds_sources_and_reads_modifies_writes_indexed_rows():
     with pytest.raises(nki.NkiValidationError, match="nl.add only"):
         nki.simulate(lambda x: nisa.dma_compute(dst=nl.ndarray((32, 64), nl.float32),
                                                 srcs=[x, x], reduce_op=nl.multiply))(a)
+
+
+def test_load_transpose2d_gather_flattened_and_no_reorder():
+    x = rand(64, 128).astype(np.float16)
+    data = rand(16, 40)
+    where = RNG.integers(0, 40, size=(16, 7)).astype(np.uint32)
+
+    def kernel(a, d, w, ordered):
+        t = nl.load_transpose2d(a, dtype=nl.float32)       # (128, 64) in SBUF
+        picked = nl.gather_flattened(load(d), load(w))
+        with nl.no_reorder() if ordered else contextlib.nullcontext():
+            u = nl.ndarray((16, 40), nl.float32)
+            nisa.dma_copy(dst=u, src=d)      # independent of the next load...
+            v = nl.ndarray((16, 40), nl.float32)
+            nisa.dma_copy(dst=v, src=d)      # ...unless the block keeps program order
+        return store(t), store(picked), store(u), store(v)
+
+    run = nki.run(kernel, x, data, where, False)
+    t, picked, _, _ = run.result
+    np.testing.assert_array_equal(t, x.T.astype(np.float32))
+    np.testing.assert_array_equal(picked, np.take_along_axis(data, where.astype(np.int64), 1))
+    assert [r.name for r in run.records[:2]] == ["dma_transpose", "tensor_copy"]
+
+    def load_starts(ordered):
+        p = nki.profile(kernel, x, data, where, ordered)
+        u, v = [i for i, r in enumerate(p.records) if r.name == "dma_copy"
+                and r.reads and r.reads[0].space == "hbm"][-2:]
+        return p.instruction(u), p.instruction(v)
+
+    u, v = load_starts(False)
+    assert v.start_us < u.end_us        # side by side on two DMA queues
+    u, v = load_starts(True)
+    assert v.start_us >= u.end_us       # in program order

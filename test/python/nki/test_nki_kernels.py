@@ -247,3 +247,13 @@ def test_import_nki_alias_runs_an_aws_style_kernel_unchanged(monkeypatch):
         for name in names:
             sys.modules.pop(name, None)
         sys.modules.update(saved)
+
+
+def test_the_nki_library_check_names_a_missing_checkout(tmp_path):
+    # scripts/check_nki_library.py runs AWS's library kernels given a checkout (docs/nki.md);
+    # without one it says what to pass instead of failing every check.
+    import subprocess
+
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "check_nki_library.py"),
+                          str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "not a checkout of aws-neuron/nki-library" in out.stdout

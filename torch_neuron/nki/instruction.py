@@ -223,6 +223,18 @@ class _Instruction:
             return np.broadcast_to(np.float32(0), self.pf(t))
         return values.astype(np.float32).reshape(self.pf(t))
 
+    def needs_core(self, version: int) -> None:
+        """UnsupportedError unless the target's NeuronCore is `version` or newer."""
+        if self.target.nc_version < version:
+            raise self.error(UnsupportedError, f"nisa.{self.name} needs NeuronCore-v{version} or "
+                                               f"newer; the target is {self.target.core}")
+
+    def same_dtype(self, a: NkiTensor, a_role: str, b: NkiTensor, b_role: str,
+                   why: str = "they must share the data type") -> None:
+        if a.dtype != b.dtype:
+            raise self.error(DtypeError, f"{a_role} is {a.dtype} but {b_role} is {b.dtype}: "
+                                         f"{why}")
+
     @staticmethod
     def pf(t: NkiTensor) -> tuple[int, int]:
         return (t.shape[0], t.free_size) if t.on_chip else (1, t.size)

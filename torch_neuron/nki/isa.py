@@ -87,9 +87,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     if src.dt.itemsize not in ((2,) if dge_mode == dge_mode.hwdge else (2, 4)):
         raise ins.error(DtypeError, f"src is {src.dtype}; dma_transpose moves 2-byte dtypes, "
                                     f"or 4-byte ones without dge_mode=hwdge")
-    if dst.dtype != src.dtype:
-        raise ins.error(DtypeError, f"dst is {dst.dtype} but src is {src.dtype}: a transpose "
-                                    f"keeps the dtype")
+    ins.same_dtype(dst, "dst", src, "src", "a transpose keeps the dtype")
     if src.shape[-1] > ins.target.partitions:
         raise ins.error(TileSizeError, f"src {src.shape}: its last dim becomes the partition "
                                        f"dim, at most {ins.target.partitions}")
@@ -317,9 +315,7 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
     if P > limit or F > limit:
         raise ins.error(TileSizeError, f"data {data.shape} is {P}x{F}; {eng} transposes at "
                                        f"most {limit}x{limit}")
-    if dst.dtype != data.dtype:
-        raise ins.error(DtypeError, f"dst is {dst.dtype} but data is {data.dtype}: a transpose "
-                                    f"keeps the dtype")
+    ins.same_dtype(dst, "dst", data, "data", "a transpose keeps the dtype")
     if ins.pf(dst) != (F, P):
         raise ins.error(ShapeError, f"dst {dst.shape} must be [{F}, {P}] for data "
                                     f"{data.shape}")
@@ -341,9 +337,7 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     ins = _Instruction("nc_stream_shuffle")
     ins.tile(dst, "dst", read=False)
     ins.tile(src, "src")
-    if dst.dtype != src.dtype:
-        raise ins.error(DtypeError, f"dst is {dst.dtype} but src is {src.dtype}: they must "
-                                    f"share the data type")
+    ins.same_dtype(dst, "dst", src, "src")
     if dst.free_size != src.free_size:
         raise ins.error(ShapeError, f"dst {dst.shape} and src {src.shape} must have the same "
                                     f"elements per partition")
@@ -768,9 +762,7 @@ def dropout(dst, data, prob, name=None):
     ins.tile(dst, "dst", read=False)
     ins.tile(data, "data")
     ins.same_layout(dst, "dst", data, "data")
-    if dst.dtype != data.dtype:
-        raise ins.error(DtypeError, f"dst is {dst.dtype} but data is {data.dtype}: dropout "
-                                    f"keeps the dtype")
+    ins.same_dtype(dst, "dst", data, "data", "dropout keeps the dtype")
     if isinstance(prob, NkiTensor) and data.dt.is_int and prob.dtype != "float32":
         raise ins.error(DtypeError, "prob must be float32 when data is an integer tile")
     P, F = ins.pf(data)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torch_neuron.nki.errors import (DtypeError, NkiValidationError, ShapeError, TileSizeError,
-                                     UnsupportedError)
+from torch_neuron.nki.errors import NkiValidationError, ShapeError, TileSizeError
 from torch_neuron.nki.instruction import _Instruction
 from torch_neuron.nki.instruction import engine as _engine
 from torch_neuron.nki.instruction import dma_engine as _dma_engine
@@ -24,9 +23,7 @@ _GPSIMD_DMA_MAX_BYTES = {4: 1024, 2: 512, 1: 256}
 
 
 def _lnc2(ins: _Instruction) -> None:
-    if ins.target.nc_version < 3:
-        raise ins.error(UnsupportedError, f"nisa.{ins.name} needs NeuronCore-v3 or newer; the "
-                                          f"target is {ins.target.core}")
+    ins.needs_core(3)
     if ins.run.lnc != 2:
         raise ins.error(NkiValidationError, f"nisa.{ins.name} synchronizes the two cores of an "
                                             f"LNC=2 launch: call the kernel as kernel[2](...)")
@@ -56,9 +53,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
     for role, rank in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
         if int(rank) not in _CORES:
             raise ins.error(NkiValidationError, f"{role}={rank}: must be 0 or 1")
-    if src.dtype != dst.dtype:
-        raise ins.error(DtypeError, f"src is {src.dtype} but dst is {dst.dtype}: they must "
-                                    f"match")
+    ins.same_dtype(src, "src", dst, "dst", "they must match")
     if src.shape != dst.shape:
         raise ins.error(ShapeError, f"src {src.shape} and dst {dst.shape} must have the same "
                                     f"shape")

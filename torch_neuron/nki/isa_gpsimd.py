@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torch_neuron.nki.errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
+from torch_neuron.nki.errors import DtypeError, MemorySpaceError, ShapeError
 from torch_neuron.nki.instruction import _Instruction
 from torch_neuron.nki.tensor import MemoryRegion
 
@@ -46,9 +46,7 @@ def nc_n_gather(dst, data, indices, name=None):
                                     f"as indices {indices.shape}")
     if indices.dtype != "uint32":
         raise ins.error(DtypeError, f"indices are {indices.dtype}; they must be uint32")
-    if dst.dtype != data.dtype:
-        raise ins.error(DtypeError, f"dst is {dst.dtype} but data is {data.dtype}: a gather "
-                                    f"keeps the dtype")
+    ins.same_dtype(dst, "dst", data, "data", "a gather keeps the dtype")
     x = ins.values(data, "data")
     idx = ins.values(indices, "indices")
 
@@ -84,9 +82,7 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
                                     f"{_LOCAL_GATHER_RUNS}")
     if index.dtype != "uint16":
         raise ins.error(DtypeError, f"index is {index.dtype}; it must be uint16")
-    if dst.dtype != src_buffer.dtype:
-        raise ins.error(DtypeError, f"dst is {dst.dtype} but src_buffer is "
-                                    f"{src_buffer.dtype}: no cast is allowed")
+    ins.same_dtype(dst, "dst", src_buffer, "src_buffer", "no cast is allowed")
     per_core = index.free_size * _CORE_PARTITIONS
     valid = per_core if num_valid_indices is None else int(num_valid_indices)
     if not 0 < valid <= min(per_core, _LOCAL_GATHER_MAX_INDICES):
@@ -124,9 +120,7 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     """On partitions 0, 16, ..., 112: the positions of src's nonzero elements (plus
     index_offset), then padding_val, then their count in the extra last element."""
     ins = _Instruction("nonzero_with_count")
-    if ins.target.nc_version < 3:
-        raise ins.error(UnsupportedError, f"nisa.nonzero_with_count needs NeuronCore-v3 or "
-                                          f"newer; the target is {ins.target.core}")
+    ins.needs_core(3)
     ins.tile(dst, "dst", read=False)
     ins.tile(src, "src")
     _sbuf_only(ins)

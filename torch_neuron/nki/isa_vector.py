@@ -138,9 +138,7 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
         ins.tile(src, "src")
         ins.same_layout(dst, "dst", src, "src")
         ins.not_both_psum(src, "src", predicate, "predicate")
-        if src.dtype != dst.dtype:
-            raise ins.error(DtypeError, f"src is {src.dtype} but dst is {dst.dtype}: they must "
-                                        f"share the data type")
+        ins.same_dtype(src, "src", dst, "dst")
         s = ins.values(src, "src")
     elif isinstance(src, (int, float, np.integer, np.floating, bool)):
         s = src
@@ -278,9 +276,7 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
     """dst = exp(src - max_value) on the Vector Engine (NeuronCore-v4 and newer), optionally
     summing the rows into the accumulators."""
     ins = _Instruction("exponential")
-    if ins.target.nc_version < 4:
-        raise ins.error(UnsupportedError, f"nisa.exponential needs NeuronCore-v4 or newer; the "
-                                          f"target is {ins.target.core}")
+    ins.needs_core(4)
     ins.tile(dst, "dst", read=False)
     ins.tile(src, "src")
     ins.same_layout(dst, "dst", src, "src")
@@ -384,9 +380,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
     from torch_neuron.nki.ops import OPERATORS, Operator
 
     ins = _Instruction("activate2")
-    if ins.target.nc_version < 4:
-        raise ins.error(UnsupportedError, f"nisa.activate2 needs NeuronCore-v4 or newer; the "
-                                          f"target is {ins.target.core}")
+    ins.needs_core(4)
     ins.tile(dst, "dst", read=False)
     ins.tile(data, "data")
     ins.same_layout(dst, "dst", data, "data")
@@ -451,9 +445,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
     from torch_neuron.nki.ops import OPERATORS
 
     ins = _Instruction("range_select")
-    if ins.target.nc_version < 3:
-        raise ins.error(UnsupportedError, f"nisa.range_select needs NeuronCore-v3 or newer; "
-                                          f"the target is {ins.target.core}")
+    ins.needs_core(3)
     ins.tile(dst, "dst", read=False)
     ins.tile(on_true_tile, "on_true_tile")
     ins.same_layout(dst, "dst", on_true_tile, "on_true_tile")

@@ -61,12 +61,12 @@ class Rows:
         storage = self.view._storage
         if not self.ins.compute:
             self.flat_written[...] = True   # predict-only: where it lands is not known
-            storage.modified = True
+            storage.note_write()
             return
         addresses, ok = self.resolve()
         self.flat[addresses[ok]] = dtypes.convert(values.reshape(len(ok), -1)[ok], storage.dt)
         self.flat_written[addresses[ok]] = True
-        storage.modified = True
+        storage.note_write()
 
 
 def indirect_copy(ins: _Instruction, dst: NkiTensor, src: NkiTensor, oob) -> None:

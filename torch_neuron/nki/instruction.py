@@ -179,6 +179,7 @@ class _Instruction:
                                                f"scalar_offset), which only dma_copy and "
                                                f"dma_compute take")
         storage = t._storage
+        storage.sync()   # Note [Dtype views]
         if storage.released is not None:
             raise self.error(ReleasedTileError,
                              f"{role} {t!r} was allocated inside an iteration of "
@@ -218,6 +219,10 @@ class _Instruction:
     def f32(self, t: NkiTensor, role: str) -> np.ndarray:
         """Values as the engines see them: cast to float32, laid out [partitions, free].
         Predict-only: a zero-copy broadcast of 0 of that shape (nothing is computed)."""
+        if t.dt.kind == "mx":
+            raise self.error(DtypeError, f"{role} is {t.dtype}, packed MX data: only copies, "
+                                         f"nisa.quantize_mx and nisa.nc_matmul_mx take it "
+                                         f"(Note [MX data types])")
         values = self.values(t, role)
         if not self.compute:
             return np.broadcast_to(np.float32(0), self.pf(t))

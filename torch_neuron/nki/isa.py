@@ -20,7 +20,9 @@ from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidation
                                      PsumBankError, ShapeError, TileSizeError,
                                      UninitializedReadError, UnsupportedError)
 from torch_neuron.nki.ops import OPERATORS, Operator, apply
+from torch_neuron.nki import dtypes as _dtypes
 from torch_neuron.nki import tensor as _tensor_module
+from torch_neuron.nki.accumulation import accumulated, matmul_accumulation
 from torch_neuron.nki.indirect import indirect_copy
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
 from torch_neuron.nki.instruction import (  # noqa: F401  (the enums are nki.isa's API)
@@ -32,6 +34,10 @@ from torch_neuron.nki.instruction import (  # noqa: F401  (the enums are nki.isa
 def _copy_values(ins: _Instruction, src: NkiTensor, dst: NkiTensor):
     """A thunk of the copied values. Same dtype: a bit-exact copy; else through float32
     (dma_copy and tensor_copy docs)."""
+    if src.dtype != dst.dtype and "mx" in (src.dt.kind, dst.dt.kind):
+        # "Casting with DMAs is not supported for MXFP4 and MXFP8 datatypes" (DMA overview).
+        raise ins.error(DtypeError, f"src is {src.dtype} and dst {dst.dtype}: MX data is copied "
+                                    f"as it is, not cast; view raw bytes with .view(dtype)")
     values = ins.values(src, "src")
     if src.dtype == dst.dtype:
         return lambda: values
@@ -132,10 +138,16 @@ def _copy_engine_choices(ins: _Instruction, dst: NkiTensor, src: NkiTensor) -> t
     return tuple(choices)
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None):
+def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
+    """`dtype`: not in the stub's signature, but AWS's MXFP tutorial passes the destination's
+    dtype (nki-samples mxfp-matmul/mx_kernels.py, `tensor_copy(src=..., dst=..., dtype=)`),
+    a form of the earlier API whose result tile had no dst; accepted when it is dst's."""
     ins = _Instruction("tensor_copy")
     ins.tile(dst, "dst", read=False)
     ins.tile(src, "src")
+    if dtype is not None and _dtypes.resolve(dtype) is not dst.dt:
+        raise ins.error(DtypeError, f"dtype={dtype} but dst is {dst.dtype}: the copy writes "
+                                    f"dst's dtype; drop dtype= or allocate dst as {dtype}")
     ins.same_layout(dst, "dst", src, "src")
     eng = ins.engine(engine, ("VectorE", "ScalarE", "GpSimdE"), "VectorE")
     if eng == "ScalarE" and ins.target.nc_version == 2:
@@ -258,38 +270,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     # double_row pairs the first free dim with the partitions: contraction over both
     st = ins.values(stationary, "stationary")
     mv = ins.values(moving, "moving")
-    written = dst._written.reshape(M, N) if dst._written.flags.c_contiguous else \
-        np.ascontiguousarray(dst._written).reshape(M, N)
-    if accumulate is None:
-        acc = written
-    elif accumulate:
-        if not written.all():
-            raise ins.error(UninitializedReadError,
-                            f"accumulate=True into {dst!r} whose {int((~written).sum())} "
-                            f"elements no matmul has written (undefined on hardware); use "
-                            f"accumulate=False for the first matmul")
-        acc = written
-    else:
-        acc = np.zeros_like(written)
-    if t.nc_version < 4 and acc.any():
-        # "On NeuronCore-v2 and NeuronCore-v3, matmul accumulating into a PSUM location that
-        # was value-initialized by a non-matmul instruction (e.g., memset, tensor_copy) is not
-        # supported and is undefined behavior on hardware."
-        by_matmul = np.ascontiguousarray(dst.matmul_mask()).reshape(M, N)
-        if (acc & ~by_matmul).any():
-            raise ins.error(NkiValidationError,
-                            f"accumulating into {int((acc & ~by_matmul).sum())} elements of "
-                            f"{dst!r} last written by a non-matmul instruction (memset, "
-                            f"tensor_copy, ...): undefined on {t.core}; start the accumulation "
-                            f"with a matmul (accumulate=False) instead of zeroing PSUM")
+    acc = matmul_accumulation(ins, dst, accumulate, M, N)
 
-    def result():
-        product = st.astype(np.float32).reshape(-1, M).T @ mv.astype(np.float32).reshape(-1, N)
-        if not acc.any():
-            return product
-        return np.where(acc, dst._data.reshape(M, N).astype(np.float32), np.float32(0)) + product
+    def product():
+        return st.astype(np.float32).reshape(-1, M).T @ mv.astype(np.float32).reshape(-1, N)
 
-    ins.write(dst, result)
+    ins.write(dst, accumulated(dst, acc, product, M, N))
     dst.matmul_mask()[...] = True
     ins.record("TensorE", perf_mode=perf, is_transpose=bool(is_transpose),
                accumulate=bool(acc.any()), is_stationary_onezero=bool(is_stationary_onezero),
@@ -813,6 +799,7 @@ from torch_neuron.nki.isa_dma_compute import dma_compute  # noqa: E402,F401
 from torch_neuron.nki.isa_cores import core_barrier, sendrecv  # noqa: E402,F401
 from torch_neuron.nki.isa_gpsimd import (local_gather, nc_n_gather,  # noqa: E402,F401
                                          nonzero_with_count)
+from torch_neuron.nki.isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401
 from torch_neuron.nki.registers import (VirtualRegister, register_alloc,  # noqa: E402,F401
                                         register_load, register_move, register_store)
 
@@ -837,15 +824,13 @@ for _name in ("dma_copy", "dma_transpose", "dma_compute", "tensor_copy", "memset
               "tensor_scalar_cumulative", "tensor_copy_predicated", "max8", "range_select",
               "exponential", "activate2", "nc_find_index8", "nc_match_replace8",
               "nc_stream_shuffle", "nc_n_gather", "local_gather", "nonzero_with_count",
-              "register_load", "register_store"):
+              "register_load", "register_store", "nc_matmul_mx", "quantize_mx"):
     globals()[_name] = returning_handles(globals()[_name])
 del _name
 
 _NOT_IMPLEMENTED = (
-    "nc_matmul_mx", "rng",
-    "set_rng_seed",
-    "rand_set_state", "rand_get_state", "rand2", "sequence_bounds",
-    "quantize_mx", "topk")
+    "rng", "set_rng_seed", "rand_set_state", "rand_get_state", "rand2", "sequence_bounds",
+    "topk")
 
 
 def __getattr__(name):

@@ -56,6 +56,8 @@ class _Input:
             host = value.detach().cpu()
             if dt.narrow or dt.kind == "bool":
                 host = host.to(torch.float32 if dt.narrow else torch.uint8)
+            elif dt.kind == "mx":   # float8_e8m0fnu: its bits (Note [MX data types])
+                host = host.view(torch.uint8)
             array = host.contiguous().numpy().astype(dt.storage, copy=True)
         else:
             dt = dtypes.resolve(value.dtype)
@@ -66,6 +68,7 @@ class _Input:
         storage = self.tensor._storage
         if not storage.modified or self.placeholder:
             return
+        storage.sync()   # Note [Dtype views]
         if _is_torch(self.value):
             import torch
 
@@ -83,6 +86,7 @@ def _output(t: NkiTensor, like_torch, device, run: KernelRun):
             f"the kernel returned {t!r}, a tile in {t.buffer.space.upper()}: a kernel's outputs "
             f"must be in HBM. Allocate the output with nl.ndarray(shape, dtype, "
             f"buffer=nl.shared_hbm) and store the tile into it (nl.store or nisa.dma_copy)")
+    t._storage.sync()   # Note [Dtype views]
     if not t._written.all() and run.uninitialized == "error":
         missing = int(t._written.size - np.count_nonzero(t._written))
         raise UninitializedReadError(f"the kernel returned {t!r} with {missing} of {t.size} "
@@ -97,6 +101,8 @@ def _output(t: NkiTensor, like_torch, device, run: KernelRun):
         return values
     import torch
 
+    if t.dt.kind == "mx":   # float8_e8m0fnu: its bits (Note [MX data types])
+        return torch.from_numpy(values).view(dtypes.torch_dtype(t.dtype)).to(device)
     return torch.from_numpy(values).to(dtypes.torch_dtype(t.dtype)).to(device)
 
 

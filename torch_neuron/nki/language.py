@@ -212,6 +212,7 @@ def program_ndim() -> int:
 
 
 def device_print(print_prefix, tensor):
+    tensor._storage.sync()   # Note [Dtype views]
     print(print_prefix, tensor._data)
 
 

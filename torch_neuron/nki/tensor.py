@@ -255,6 +255,11 @@ class Storage:
         self.id = run.new_buffer_id()
         self.address = 0
         self.partition_offset = 0   # the first partition it occupies (manual placement)
+        # Note [Dtype views]: its views as other dtypes (by dtype name) and which members hold
+        # the buffer's current bytes; None until the first view. (No reference to itself: a
+        # cycle would keep a dropped tile's buffer allocated until the garbage collector ran.)
+        self.aliases: Optional[dict] = None
+        self.current: Optional[set] = None
         if buffer.on_chip:
             alloc = run.allocators[buffer.value]
             per_partition = math.prod(self.shape[1:]) * dt.itemsize
@@ -271,6 +276,93 @@ class Storage:
                 self.address = alloc.allocate(self.id, per_partition, what)
                 weakref.finalize(self, alloc.free, self.id)
                 run.scopes.adopt(self)
+
+
+    # -- Note [Dtype views] --
+    @property
+    def root(self) -> "Storage":
+        """The storage allocated (an alias's root; else itself)."""
+        return self
+
+    def alias(self, dt: dtypes.DType) -> "Storage":
+        """This buffer's bytes as dtype `dt`: the root, or an alias Storage of that dtype."""
+        root = self.root
+        if dt is root.dt:
+            return root
+        if root.aliases is None:
+            root.aliases, root.current = {}, {root}
+        alias = root.aliases.get(dt.name)
+        if alias is None:
+            alias = root.aliases[dt.name] = _Alias(root, dt)
+        return alias
+
+    def sync(self) -> None:
+        """Brings this member's values up to the buffer's bytes, if another member was written
+        since it last was (Note [Dtype views])."""
+        root = self.root
+        if root.current is None or self in root.current:
+            return
+        source = next(iter(root.current))
+        if not current_run().predict_only:
+            raw = dtypes.to_bytes(source.data, source.dt)
+            self.data.reshape(-1)[...] = dtypes.from_bytes(raw, self.dt)
+        byte_written = np.repeat(source.written.reshape(-1), source.dt.itemsize)
+        self.written.reshape(-1)[...] = byte_written.reshape(-1, self.dt.itemsize).all(axis=1)
+        root.current.add(self)
+
+    def note_write(self) -> None:
+        """An instruction wrote this member: it alone holds the buffer's current bytes."""
+        root = self.root
+        root.modified = True
+        if root.current is not None:
+            root.current = {self}
+
+
+# Note [Dtype views]
+# `t.view(dtype)` and `t.ap(..., dtype=)` read a tensor's bytes as another dtype ("No data is
+# copied. Equivalent to numpy.ndarray.view(dtype)", the release's stub). The simulator keeps
+# values, not bytes (dtypes.py: bfloat16 and float8 as float32 values), so a dtype view is a
+# view of an alias: a Storage of the other dtype over the same buffer (the same id, address and
+# partitions, so the schedule orders it as one buffer), whose values are converted from the
+# bytes of the member last written (dtypes.to_bytes / from_bytes) when an instruction or the
+# kernel's return touches it after another member was written (Storage.sync, from
+# _Instruction.tile and NkiTensor.read). An element counts as written when all its bytes are.
+# An on-chip alias is [partitions, bytes per partition / itemsize]; an HBM one is flat.
+class _Alias(Storage):
+    def __init__(self, root: Storage, dt: dtypes.DType):   # noqa: D107 (no allocation)
+        self._root, self.dt, self.buffer, self.name = root, dt, root.buffer, root.name
+        nbytes = (root.per_partition if root.on_chip else root.data.size) * root.dt.itemsize
+        if nbytes % dt.itemsize:
+            raise ShapeError(f"{root.name or 'the tensor'} {root.shape} {root.dt.name}: "
+                             f"{nbytes} bytes {'per partition ' if root.on_chip else ''}is not "
+                             f"a whole number of {dt.name} elements")
+        self.shape = (root.shape[0], nbytes // dt.itemsize) if root.on_chip else \
+            (nbytes // dt.itemsize,)
+        self.data = np.empty(self.shape, dtype=dt.storage)
+        self.written = np.zeros(self.shape, dtype=bool)
+        self.on_chip, self.space = root.on_chip, root.space
+        self.base_pointer = self.data.__array_interface__["data"][0]
+        self.per_partition = math.prod(self.shape[1:])
+        self.matmul_written = None
+        self.id, self.address, self.partition_offset = root.id, root.address, \
+            root.partition_offset
+        self.aliases = self.current = None
+
+    @property
+    def root(self) -> Storage:
+        return self._root
+
+    @property
+    def released(self):
+        return self.root.released
+
+    @property
+    def modified(self):
+        return self.root.modified
+
+    @modified.setter
+    def modified(self, value):
+        self.root.modified = value
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -542,19 +634,26 @@ class NkiTensor:
         """An explicit access pattern `[[stride, count], ...]` over the storage, in elements
         from the view's start (plus `offset`), like torch.as_strided. On chip the first pair
         steps over partitions (its stride a multiple of the elements per partition)."""
-        if dtype is not None and dtypes.resolve(dtype).name != self.dtype:
-            raise UnsupportedError(f".ap(dtype={dtype}) on a {self.dtype} tensor (reinterpreting "
-                                   f"its bytes) is not implemented yet")
         pattern = [(int(stride), int(count)) for stride, count in pattern]
         if not pattern or any(count <= 0 for _, count in pattern):
             raise ShapeError(f".ap({pattern}): counts must be positive")
+        target = self._storage
+        if dtype is not None and dtypes.resolve(dtype) is not self.dt:
+            # In elements of the new dtype, from the view's first byte (Note [Dtype views]).
+            target = self._storage.alias(dtypes.resolve(dtype))
+        first_byte = self._first_element() * self.dt.itemsize
+        if first_byte % target.dt.itemsize:
+            raise ShapeError(f".ap(dtype={target.dt.name}) on {self!r}: the view starts at byte "
+                             f"{first_byte}, not a multiple of {target.dt.itemsize}")
         if scalar_offset is not None or vector_offset is not None:
-            return IndirectView.of(self, pattern, int(offset or 0), scalar_offset,
+            if target.dt.itemsize != self.dt.itemsize:
+                raise UnsupportedError(f".ap(dtype={target.dt.name}) with an offset on "
+                                       f"{self!r}: indirect access keeps the element size")
+            origin = self if target is self._storage else self._same_offsets_in(target)
+            return IndirectView.of(origin, pattern, int(offset or 0), scalar_offset,
                                    vector_offset, indirect_dim)
-        base = self._storage.data
-        item = base.itemsize
-        start = (self._data.__array_interface__["data"][0]
-                 - base.__array_interface__["data"][0]) // item + int(offset or 0)
+        base = target.data
+        start = first_byte // target.dt.itemsize + int(offset or 0)
         lo = start + sum(min(0, (c - 1) * s) for s, c in pattern)
         hi = start + sum(max(0, (c - 1) * s) for s, c in pattern)
         if lo < 0 or hi >= base.size:
@@ -565,19 +664,51 @@ class NkiTensor:
         if self.on_chip and pattern[0][0] % per_partition and pattern[0][1] > 1:
             raise ShapeError(f".ap(): the first stride {pattern[0][0]} of an on-chip tensor "
                              f"must step whole partitions ({per_partition} elements)")
-        shape = tuple(c for _, c in pattern)
-        strides = tuple(s * item for s, _ in pattern)
-        flat_data, flat_written = base.reshape(-1), self._storage.written.reshape(-1)
-        data = np.lib.stride_tricks.as_strided(flat_data[start:], shape, strides)
-        written = np.lib.stride_tricks.as_strided(
-            flat_written[start:], shape, tuple(s * flat_written.itemsize for s, _ in pattern))
-        return self._view(data, written)
+        return _strided(target, start, [c for _, c in pattern], [s for s, _ in pattern])
+
+    def view(self, dtype) -> "NkiTensor":
+        """The view's bytes as `dtype`, its last dimension scaled by the ratio of the sizes (the
+        release's stub; Note [Dtype views])."""
+        dt = dtypes.resolve(dtype)
+        if dt is self.dt:
+            return self
+        if self.is_indirect():
+            raise UnsupportedError(f"{self!r}.view({dt.name}): not supported after dynamic or "
+                                   f"vector select")
+        old, new = self.dt.itemsize, dt.itemsize
+        item = self._data.itemsize
+        strides = [s // item for s in self._data.strides]
+        if self.shape[-1] > 1 and strides[-1] != 1:
+            raise ShapeError(f"{self!r}.view({dt.name}): the last dimension must be contiguous "
+                             f"(its stride is {strides[-1]} elements)")
+        last_bytes = self.shape[-1] * old
+        first_byte = self._first_element() * old
+        steps = [s * old for s in strides[:-1]]
+        if last_bytes % new or first_byte % new or any(b % new for b in steps):
+            raise ShapeError(f"{self!r}.view({dt.name}): the last dimension ({last_bytes} "
+                             f"bytes), the view's start (byte {first_byte}) and its other "
+                             f"strides ({steps} bytes) must be multiples of {new} bytes")
+        target = self._storage.alias(dt)
+        shape = self.shape[:-1] + (last_bytes // new,)
+        return _strided(target, first_byte // new, shape, [b // new for b in steps] + [1])
+
+    def _first_element(self) -> int:
+        """The view's first element, counted in its storage's flat array."""
+        return (self._data.__array_interface__["data"][0]
+                - self._storage.data.__array_interface__["data"][0]) // self._data.itemsize
+
+    def _same_offsets_in(self, target: "Storage") -> "NkiTensor":
+        """This view with the same element offsets in `target`, an alias of the same itemsize."""
+        item = self._data.itemsize
+        return _strided(target, self._first_element(), self.shape,
+                        [s // item for s in self._data.strides])
 
     def _unsupported(self, *args, **kwargs):
-        raise UnsupportedError("dtype views, vector_select, rearrange and tensor indirection "
-                               "are not implemented yet")
+        raise UnsupportedError("reinterpret_cast, vector_select, rearrange and tensor "
+                               "indirection are not implemented yet (use .view(dtype) to "
+                               "reinterpret a tensor's bytes)")
 
-    view = reinterpret_cast = vector_select = indirect = rearrange = _unsupported
+    reinterpret_cast = vector_select = indirect = rearrange = _unsupported
 
     def is_contiguous(self) -> bool:
         data = self._data[0] if self.on_chip else self._data
@@ -656,6 +787,7 @@ class NkiTensor:
 
     def read(self) -> np.ndarray:
         """The view's values, for an instruction that reads it."""
+        self._storage.sync()
         if not self._written.all():
             run = current_run()
             if run.uninitialized == "error":
@@ -683,7 +815,7 @@ class NkiTensor:
         if not self._data.flags.writeable:
             raise ShapeError(f"{self!r} is a broadcast view and cannot be written")
         self._written[...] = True
-        self._storage.modified = True
+        self._storage.note_write()
         if self._storage.matmul_written is not None:
             self.matmul_mask()[...] = False
 
@@ -703,6 +835,16 @@ class NkiTensor:
             storage.matmul_written.reshape(-1)[offset:], self._written.shape,
             self._written.strides)
         return mask
+
+
+def _strided(storage: Storage, start: int, shape, strides) -> NkiTensor:
+    """A view of `storage`: `shape` elements from flat element `start`, `strides` in elements."""
+    flat_data, flat_written = storage.data.reshape(-1), storage.written.reshape(-1)
+    data = np.lib.stride_tricks.as_strided(flat_data[start:], tuple(shape),
+                                           tuple(s * flat_data.itemsize for s in strides))
+    written = np.lib.stride_tricks.as_strided(flat_written[start:], tuple(shape),
+                                              tuple(s * flat_written.itemsize for s in strides))
+    return NkiTensor(storage, data, written)
 
 
 # Note [Indirect DMA]

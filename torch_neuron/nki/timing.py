@@ -48,7 +48,13 @@ _FULL_RATE_STRIDE_BYTES = 16
 # tensor_copy_predicated as tensor_copy, max8 as one tensor_reduce pass over its input,
 # tensor_scalar_cumulative as tensor_scalar, range_select as select_reduce (a select and a
 # reduction in one pass, itself an assumption); exponential and activate2 (NeuronCore-v4, which
-# trnsim cannot time yet) as tensor_scalar and activation.
+# trnsim cannot time yet) as tensor_scalar and activation. nc_matmul_mx as the nc_matmul of its
+# x4 tiles: "An MX matmul with either the MXFP8 or MXFP4 datatype runs at 4x the throughput
+# compared to a BF16/FP16 matmul" by contracting 4 values per processing element and cycle
+# (trainium3_arch.rst, "Quad-MXFP8/MXFP4 Matmul Performance"), so its cycles are a BF16
+# matmul's over the same [K, M] and [K, N] tiles, with 4x the FLOPs; quantize_mx as a
+# tensor_copy of its x4 dst: it "can quantize four input elements per partition, per cycle"
+# (same page, "MX data-type Quantization"), one x4 element per cycle.
 # dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why); dma_compute as a
 # dma_copy of its sources' bytes (an assumption, isa_dma_compute.py); sendrecv as a dma_copy of
 # its dst (isa_cores.py). nc_stream_shuffle:
@@ -56,7 +62,8 @@ _FULL_RATE_STRIDE_BYTES = 16
 # pass over their data (as max8), the GpSimd gathers and nonzero_with_count as a tensor_copy
 # of their output (input for nonzero_with_count) on GpSimd: assumptions, their pages publish
 # no cost.
-_COST_AS = {"dma_transpose": "dma_copy", "dma_compute": "dma_copy", "sendrecv": "dma_copy",
+_COST_AS = {"nc_matmul_mx": "nc_matmul", "quantize_mx": "tensor_copy",
+            "dma_transpose": "dma_copy", "dma_compute": "dma_copy", "sendrecv": "dma_copy",
             "sendrecv_wait": "core_barrier",
             "nc_stream_shuffle": "tensor_copy",
             "nc_find_index8": "tensor_reduce", "nc_match_replace8": "tensor_reduce",
@@ -66,7 +73,8 @@ _COST_AS = {"dma_transpose": "dma_copy", "dma_compute": "dma_copy", "sendrecv": 
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
             "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
             "activate2": "activation", "range_select": "select_reduce"}
-_FORMULA_OPERAND.update({"dma_transpose": "dst", "dma_compute": "dst", "sendrecv": "dst",
+_FORMULA_OPERAND.update({"nc_matmul_mx": "moving", "quantize_mx": "dst",
+                         "dma_transpose": "dst", "dma_compute": "dst", "sendrecv": "dst",
                          "nc_stream_shuffle": "src",
                          "nc_find_index8": "data", "nc_match_replace8": "data",
                          "nc_n_gather": "dst", "local_gather": "dst",
@@ -121,14 +129,15 @@ def encode(records, extra_reads=None, extra_writes=None
         flags = 0
         in_dtype = _dtype(main.dtype)
         stationary = 0
-        if r.name == "nc_matmul":
+        if name == "nc_matmul":
             st = _role(r, "stationary")
             stationary = st.elements_per_partition
             if "float32" in (st.dtype, main.dtype):
                 in_dtype = 1
             if attrs.get("perf_mode") == "double_row":
                 flags |= _DOUBLE_ROW
-            flops += 2.0 * st.partitions * st.elements_per_partition * main.elements_per_partition
+            flops += 2.0 * st.partitions * st.elements_per_partition * \
+                main.elements_per_partition * (4 if r.name == "nc_matmul_mx" else 1)
         elif name == "tensor_tensor":
             other = _role(r, _SECOND_INPUT[r.name])
             if (main.space == "psum") != (other.space == "psum"):

@@ -312,19 +312,23 @@ def test_lnc_degree_per_neuroncore_version():
 
 
 def test_matmul_cannot_accumulate_onto_psum_zeroed_by_memset_before_neuroncore_v4():
+    # Explicit accumulation onto a memset is undefined on v2/v3; with accumulate=None the first
+    # matmul overwrites, as AWS's kernels that zero PSUM first rely on (accumulation.py).
     a, b = np.ones((128, 64), np.float32), np.ones((128, 64), np.float32)
 
-    def kernel(a, b):
-        acc = nl.zeros((64, 64), nl.float32, buffer=nl.psum)   # memset, then accumulate
-        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b))
+    def kernel(a, b, accumulate):
+        acc = nl.zeros((64, 64), nl.float32, buffer=nl.psum)   # memset, then a matmul
+        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b), accumulate=accumulate)
+        nisa.nc_matmul(dst=acc, stationary=load(a), moving=load(b))    # accumulates
         out = nl.ndarray((64, 64), nl.float32)
         nisa.tensor_copy(dst=out, src=acc)
         res = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=res, src=out)
         return res
 
-    raises(nki.NkiValidationError, kernel, a, b, match="last written by a non-matmul")
-    np.testing.assert_array_equal(nki.jit(kernel, platform_target="trn3")(a, b), 128)
+    raises(nki.NkiValidationError, kernel, a, b, True, match="last written by a non-matmul")
+    np.testing.assert_array_equal(nki.jit(kernel, platform_target="trn2")(a, b, None), 256)
+    np.testing.assert_array_equal(nki.jit(kernel, platform_target="trn3")(a, b, True), 256)
 
 
 def test_depends_on_orders_independent_instructions():

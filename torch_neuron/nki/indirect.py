@@ -17,9 +17,16 @@ class Rows:
     instruction computes; rows outside the tensor are skipped with oob_mode.skip, else an
     error."""
 
-    def __init__(self, ins: _Instruction, view: NkiTensor, oob):
+    def __init__(self, ins: _Instruction, view: NkiTensor, oob, column_major: bool = False):
+        """`column_major`: the offsets of a [P, N] vector_offset tile in the order
+        index.T.flatten() (dma_transpose's gather); else one offset per partition."""
         self.ins, self.view, self.oob = ins, view, oob
         index = view.index
+        rows = view.pattern[0][1]
+        if view.vector and not column_major and (index.shape[0] != rows or
+                                                 index.free_size != 1):
+            raise ins.error(ShapeError, f"vector_offset {index.shape} must be ({rows}, 1), one "
+                                        f"offset per partition of the pattern")
         if isinstance(index, VirtualRegister):
             if index._source is not None:
                 ins.reads.append(index._source)   # the value's producer (registers.py)
@@ -28,6 +35,8 @@ class Rows:
         else:
             ins.tile(index, "offset")
             self.offsets = ins.values(index, "offset")
+            if column_major:
+                self.offsets = self.offsets.reshape(index.shape[0], -1).T.reshape(-1)[:rows]
         storage = view._storage
         self.flat, self.flat_written = storage.data.reshape(-1), storage.written.reshape(-1)
 

@@ -11,8 +11,8 @@ import enum
 import numpy as np
 
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
-                                     PartitionLimitError, ReleasedTileError, ShapeError,
-                                     UninitializedReadError, UnsupportedError,
+                                     OutOfBoundsError, PartitionLimitError, ReleasedTileError,
+                                     ShapeError, UninitializedReadError, UnsupportedError,
                                      kernel_source_line)
 from torch_neuron.nki.ops import OPERATORS, REDUCTION_ALIASES, Operator
 from torch_neuron.nki.records import InstructionRecord, Operand
@@ -173,14 +173,22 @@ class _Instruction:
         if not isinstance(t, NkiTensor):
             raise self.error(ShapeError, f"{role} must be an NkiTensor (nl.ndarray), got "
                                          f"{type(t).__name__}")
-        if t.is_indirect() and self.name not in ("dma_copy", "dma_compute"):
+        if t.is_indirect() and self.name not in ("dma_copy", "dma_compute", "dma_transpose"):
             raise self.error(UnsupportedError, f"{role} {t!r} is addressed through run-time "
                                                f"offsets (.ap with vector_offset or "
-                                               f"scalar_offset), which only dma_copy and "
-                                               f"dma_compute take")
+                                               f"scalar_offset), which only dma_copy, "
+                                               f"dma_compute and dma_transpose take")
+        if t.out_of_range:
+            raise self.error(OutOfBoundsError, f"{role}: {t.out_of_range}")
         storage = t._storage
         storage.sync()   # Note [Dtype views]
-        if storage.released is not None:
+        if storage.released is not None and not self.run.revive(storage.root):
+            if getattr(storage.root, "revivable", None):
+                raise self.error(ReleasedTileError,
+                                 f"{role} {t!r} was allocated in the last iteration of "
+                                 f"{storage.released} and is used after it, but a tile "
+                                 f"allocated since took its bytes; allocate it before the loop "
+                                 f"to keep it (Note [Tile lifetimes])")
             raise self.error(ReleasedTileError,
                              f"{role} {t!r} was allocated inside an iteration of "
                              f"{storage.released}, and its buffer was released (the next "

@@ -23,7 +23,7 @@ from torch_neuron.nki.ops import OPERATORS, Operator, apply
 from torch_neuron.nki import dtypes as _dtypes
 from torch_neuron.nki import tensor as _tensor_module
 from torch_neuron.nki.accumulation import accumulated, matmul_accumulation
-from torch_neuron.nki.indirect import indirect_copy
+from torch_neuron.nki.indirect import Rows, indirect_copy
 from torch_neuron.nki.tensor import MemoryRegion, NkiTensor
 from torch_neuron.nki.instruction import (  # noqa: F401  (the enums are nki.isa's API)
     _Instruction, _scalar_regs, _vector_regs, dge_mode, dma_engine, engine, get_nc_sub_version,
@@ -74,11 +74,22 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
 _DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
+_DGE = dge_mode   # dma_transpose's argument of the same name hides the enum
+
+
+def _dge(mode) -> dge_mode:
+    """A dge_mode argument as the enum (AWS's kernels also pass its int value)."""
+    return mode if isinstance(mode, dge_mode) else dge_mode(int(mode))
+
+
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
                   oob_mode=oob_mode.error, name=None):
     """dst = src transposed by the DMA engines, from HBM or SBUF into SBUF (the Trainium2
-    architecture guide's "DMA Transpose": HBM2SBUF and SBUF2SBUF)."""
+    architecture guide's "DMA Transpose": HBM2SBUF and SBUF2SBUF); with an indirect src, the
+    rows the offsets select, gathered and transposed (the docstring's "DMA Indirect
+    Transpose")."""
     ins = _Instruction("dma_transpose")
+    mode = _dge(dge_mode)
     ins.tile(dst, "dst", on_chip=False, spaces=("sbuf",), read=False)
     ins.tile(src, "src", on_chip=False, spaces=("sbuf", "private_hbm", "shared_hbm"))
     perm = _DMA_TRANSPOSE_AXES.get(src.ndim)
@@ -89,10 +100,12 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
         raise ins.error(NkiValidationError, f"axes={tuple(axes)}: a {src.ndim}-d transpose "
                                             f"permutes by {perm}")
     # The Trainium2 guide: "bit-accurate transposition for both 2-byte and 4-byte data types";
-    # the hardware-DGE form takes 2-byte ones only (docstring).
-    if src.dt.itemsize not in ((2,) if dge_mode == dge_mode.hwdge else (2, 4)):
+    # the hardware-DGE and indirect forms take 2-byte ones only (docstring).
+    two_bytes_only = mode is _DGE.hwdge or src.is_indirect()
+    if src.dt.itemsize not in ((2,) if two_bytes_only else (2, 4)):
         raise ins.error(DtypeError, f"src is {src.dtype}; dma_transpose moves 2-byte dtypes, "
-                                    f"or 4-byte ones without dge_mode=hwdge")
+                                    f"or 4-byte ones in a direct transpose without "
+                                    f"dge_mode=hwdge")
     ins.same_dtype(dst, "dst", src, "src", "a transpose keeps the dtype")
     if src.shape[-1] > ins.target.partitions:
         raise ins.error(TileSizeError, f"src {src.shape}: its last dim becomes the partition "
@@ -100,7 +113,24 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     want = tuple(src.shape[i] for i in perm)
     if dst.shape != want:
         raise ins.error(ShapeError, f"dst {dst.shape} must be {want} for src {src.shape}")
-    if dge_mode == dge_mode.hwdge:
+    if src.is_indirect():
+        values = _gather_for_transpose(ins, src, dst, perm, mode, oob_mode)
+    else:
+        _direct_transpose_rules(ins, src, mode)
+        values = ins.values(src, "src")
+    ins.write(dst, lambda: np.transpose(values() if callable(values) else values, perm))
+    # Cost: a DMA copy into the same destination tile (its partitions' runs as descriptors).
+    # The 16 DMA engines write the transposed tile together, and the guide gives "up to 90%
+    # DMA throughput utilization given hardware-friendly tensor access patterns, compared to
+    # up to 100% ... for a DMA copy", with no figure for other patterns; neither difference
+    # is modelled, nor the software DGE's descriptor work for an indirect one.
+    nbytes = src.size * src.dt.itemsize
+    run = dst.contiguous_bytes()
+    ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
+
+
+def _direct_transpose_rules(ins: _Instruction, src: NkiTensor, mode) -> None:
+    if mode is _DGE.hwdge:
         # Hardware DGE transpose (docstring, "DMA Direct Transpose Constraints").
         ok = (src.shape[0] == 16 if src.ndim == 2 else
               src.shape[0] in (1, 2, 4, 8, 16) and (src.shape[0] * src.shape[-2]) % 16 == 0)
@@ -108,19 +138,43 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
             raise ins.error(ShapeError, f"src {src.shape}: a hardware-DGE transpose needs "
                                         f"src.shape[0] == 16 (2-d) or in (1, 2, 4, 8, 16) with "
                                         f"src.shape[0] * src.shape[-2] a multiple of 16")
-    elif dge_mode not in (dge_mode.unknown, dge_mode.none):
-        raise ins.error(NkiValidationError, f"dge_mode={dge_mode.name}: a direct transpose "
+    elif mode not in (_DGE.unknown, _DGE.none):
+        raise ins.error(NkiValidationError, f"dge_mode={mode.name}: a direct transpose "
                                             f"takes dge_mode unknown or hwdge")
-    values = ins.values(src, "src")
-    ins.write(dst, lambda: np.transpose(values, perm))
-    # Cost: a DMA copy into the same destination tile (its partitions' runs as descriptors).
-    # The 16 DMA engines write the transposed tile together, and the guide gives "up to 90%
-    # DMA throughput utilization given hardware-friendly tensor access patterns, compared to
-    # up to 100% ... for a DMA copy", with no figure for other patterns; neither difference
-    # is modelled.
-    nbytes = src.size * src.dt.itemsize
-    run = dst.contiguous_bytes()
-    ins.record("DMA", bytes=nbytes, descriptor_bytes=run, descriptors=-(-nbytes // run))
+
+
+def _gather_for_transpose(ins: _Instruction, src, dst, perm, mode, oob):
+    """A thunk of src's rows as the offsets select them, src's shape ("DMA Indirect Transpose
+    Constraints": flat_indices = indices.T.flatten()[:src.shape[0]], gathered =
+    src[flat_indices, :]); rows skipped (oob_mode.skip) keep what dst holds."""
+    ins.needs_core(3)
+    if mode not in (_DGE.unknown, _DGE.swdge):
+        raise ins.error(NkiValidationError, f"dge_mode={mode.name}: an indirect transpose "
+                                            f"takes dge_mode unknown or swdge")
+    index = src.index
+    if not src.vector or not isinstance(index, NkiTensor) or index.ndim != 2:
+        raise ins.error(ShapeError, "an indirect transpose takes a 2-d vector_offset tile")
+    rows, (ip, icols) = src.shape[0], index.shape
+    if rows % 16 or not (16 <= ip <= 128 and ip % 16 == 0) or (icols > 1 and ip != 128) \
+            or ip * icols < rows:
+        raise ins.error(ShapeError, f"indirect transpose of {rows} rows by indices {index.shape}: "
+                                    f"rows must be a multiple of 16, indices [16..128 (a "
+                                    f"multiple of 16), N] (128 rows when N > 1) covering them")
+    if index.dtype != "uint32":
+        raise ins.error(DtypeError, f"indices are {index.dtype}; an indirect transpose takes "
+                                    f"uint32")
+    if src.ndim == 4 and 1 not in src.shape[1:3]:
+        raise ins.error(ShapeError, f"src {src.shape}: a 4-d indirect transpose needs dim 1 or "
+                                    f"2 of size 1")
+    gathered = Rows(ins, src, oob, column_major=True)
+    old = dst._data
+
+    def values():
+        rows_values, ok = gathered.gather("src")
+        kept = np.transpose(old, np.argsort(perm)).reshape(rows_values.shape)
+        return np.where(ok[:, None], rows_values, kept).reshape(src.shape)
+
+    return values
 
 
 def _copy_engine_choices(ins: _Instruction, dst: NkiTensor, src: NkiTensor) -> tuple:

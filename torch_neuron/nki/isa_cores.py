@@ -62,25 +62,30 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
         if limit is not None and src.free_size * src.dt.itemsize > limit:
             raise ins.error(TileSizeError, f"{src.free_size * src.dt.itemsize} bytes per "
                                            f"partition; gpsimd_dma moves at most {limit}")
-    values = ins.values(src, "src")
+    # Unwritten elements travel as unwritten (Note [Results of unwritten memory]): AWS's
+    # attention_tkg exchanges a padded buffer whose padding it never reads.
+    src_written = np.array(src._written, copy=True)
+    values = ins.values(src, "src") if src_written.all() else src._data
 
     def exchange(group):
-        for p, (_, _, _, _, frm) in group.items():
+        for p, (_, _, _, _, frm, _) in group.items():
             if group[frm][3] != p:
                 raise ins.error(NkiValidationError,
                                 f"program {p} receives from {frm}, which sends to "
                                 f"{group[frm][3]}: the pair's ranks must match")
-        sent = {p: (np.array(v) if i.compute else v) for p, (i, v, _, _, _) in group.items()}
+        sent = {p: (np.array(v) if i.compute else v) for p, (i, v, _, _, _, _) in group.items()}
         for p in sorted(group):
             group[p][0].record("GpSimdE", core=p, name="sendrecv_wait")
         for p in sorted(group):
-            i, _, d, _, frm = group[p]
+            i, _, d, _, frm, _ = group[p]
             i.write(d, sent[frm])
+            d._written[...] &= group[frm][5].reshape(d.shape)
             nbytes = d.size * d.dt.itemsize
             run = min(d.contiguous_bytes(), group[p][0].operands[0][1].contiguous_bytes())
             i.record("DMA", core=p, bytes=nbytes, descriptor_bytes=run,
                      descriptors=-(-nbytes // run))
 
     ins.run.cores.meet(f"sendrecv on pipe {pipe_id}", _CORES,
-                       (ins, values, dst, int(send_to_rank), int(recv_from_rank)), ins.source,
+                       (ins, values, dst, int(send_to_rank), int(recv_from_rank), src_written),
+                       ins.source,
                        exchange)

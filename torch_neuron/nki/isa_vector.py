@@ -100,16 +100,24 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     ins.tile(dst, "dst", read=False)
     ins.tile(data, "data")
     ins.same_layout(dst, "dst", data, "data")
-    op0 = ins.operator(op0, "op0", kinds=("arith",))
+    # op0 "can only be arithmetic operation in nki-aluop", its semantics tensor_scalar's (stub):
+    # a unary one (nl.abs, AWS's rmsnorm_quant) ignores operand0, which must be None or 0.
+    op0 = ins.operator(op0, "op0", kinds=("arith",), unary_ok=True)
     rop = ins.operator(reduce_op, "reduce_op", kinds=("arith",), reduction=True)
     if rop.name not in _IDENTITY:
         raise ins.error(NkiValidationError, f"reduce_op=nl.{rop.name}: tensor_scalar_reduce "
                                             f"reduces with nl.add, nl.multiply, nl.max or "
                                             f"nl.min")
     P = data.shape[0]
-    v0 = ins.scalar_or_vector(operand0, "operand0", P, float32=True)
     x = ins.f32(data, "data")
-    y = (lambda: apply(op0, v0, x) if reverse0 else apply(op0, x, v0))
+    if op0.arity == 1:
+        if operand0 not in (None, 0, 0.0):
+            raise ins.error(NkiValidationError, f"operand0 must be None or 0 for the unary "
+                                                f"operator nl.{op0.name}")
+        y = (lambda: apply(op0, x))
+    else:
+        v0 = ins.scalar_or_vector(operand0, "operand0", P, float32=True)
+        y = (lambda: apply(op0, v0, x) if reverse0 else apply(op0, x, v0))
     cache = {}
 
     def values():

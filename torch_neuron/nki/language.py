@@ -44,7 +44,10 @@ class _NKIObjectType(type):
     """Lets a subclass take any of its attributes as keyword arguments, even when
     @dataclass gave it an __init__ without them: AWS's NKI library declares
     `@dataclass class SectionParams(nl.NKIObject): section_idx = None` (no annotation, so not
-    a dataclass field) and builds it with SectionParams(section_idx=...)."""
+    a dataclass field) and builds it with SectionParams(section_idx=...). A dataclass field
+    the call leaves out is None: the library builds `MLPTKGConstants` without its
+    `remainderIFused` field, which nothing reads, and runs it on hardware (nki-library
+    d2ad3a5, mlp_tkg_constants.py)."""
 
     def __call__(cls, *args, **kwargs):
         import inspect
@@ -54,6 +57,13 @@ class _NKIObjectType(type):
         if any(p.kind is p.VAR_KEYWORD for p in params.values()):
             cls.__init__(obj, *args, **kwargs)
             return obj
+        if hasattr(cls, "__dataclass_fields__"):
+            named = list(params)[1 + len(args):]   # after self and the positional arguments
+            for name in named:
+                p = params[name]
+                if p.default is p.empty and name not in kwargs and p.kind in (
+                        p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                    kwargs[name] = None
         extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in params}
         for name in extra:
             if not hasattr(cls, name):

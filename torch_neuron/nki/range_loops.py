@@ -15,6 +15,7 @@ import ast
 import builtins
 import inspect
 import textwrap
+import tokenize
 import types
 import weakref
 
@@ -87,7 +88,8 @@ def with_scoped_range_loops(fn, hook):
         pass
     try:
         new = _recompile(fn, hook)
-    except (OSError, TypeError, SyntaxError, KeyError, IndexError, ValueError):
+    except (OSError, TypeError, SyntaxError, KeyError, IndexError, ValueError,
+            tokenize.TokenError):
         new = fn
     _CACHE[fn] = new
     return new

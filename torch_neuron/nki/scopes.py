@@ -36,6 +36,13 @@ A released tile keeps its Python object; any instruction that reads or writes it
 `ReleasedTileError` naming the instruction's kernel line and the loop whose iteration released
 it: on hardware the next iteration's tiles already occupy its buffer, so it is a real bug.
 Reads of a released tile by the kernel's return value are not checked (kernels return HBM).
+The last iteration of a loop (or the one a `break` leaves) has no next one: Python keeps its
+variables bound after the loop, and AWS's kernels use them there (nki-library rotational_topk
+returns the last `nl.static_range` iteration's tiles), which the compiler, seeing the use,
+keeps alive. Its released tiles are revivable: an instruction that uses one after the loop
+takes its bytes back if no tile allocated since occupies them (KernelRun.revive), else raises
+`ReleasedTileError` as before (the simulator's allocator gave them away, where the compiler
+would not have: a false error, which the message says how to avoid).
 """
 
 from __future__ import annotations
@@ -154,9 +161,10 @@ class LoopScopes:
         scope = self.top = Scope(self.top, frame, path, loop)
         return scope
 
-    def close(self, scope: Scope, release) -> None:
+    def close(self, scope: Scope, release, last: bool = False) -> None:
         """Ends `scope` (and any scope left open inside it): its tiles that nothing outliving
-        it reaches are released, the others move to the enclosing scope."""
+        it reaches are released (revivable when `last`: the loop's final iteration), the
+        others move to the enclosing scope."""
         if scope.closed:
             return
         while self.top is not None and self.top is not scope:
@@ -173,7 +181,7 @@ class LoopScopes:
             if id(storage) in kept and parent is not None:
                 parent.storages.append(weakref.ref(storage))
             else:
-                release(storage, scope.loop)
+                release(storage, scope.loop, revivable=last)
 
     def _outliving(self, scope: Scope) -> set:
         """Ids of the storages reachable from what outlives `scope` (Note [Tile lifetimes])."""
@@ -207,9 +215,16 @@ def scoped(iterable, current):
     where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
     path = scopes.loop_start(frame, frame.f_lineno)
     loop = f"the loop at {where}"
-    for i in iterable:
+    items = iter(iterable)
+    done = object()
+    following = next(items, done)
+    while following is not done:
+        i, following = following, next(items, done)
         scope = scopes.open(frame, path, loop)
         try:
             yield i
+        except GeneratorExit:   # a `break`: this was the last iteration
+            scopes.close(scope, release, last=True)
+            raise
         finally:
-            scopes.close(scope, release)
+            scopes.close(scope, release, last=following is done)

@@ -182,9 +182,25 @@ class KernelRun:
         """The kernel body returned: every on-chip tile of this program is released."""
         self.scopes.close_body(self.release)
 
-    def release(self, storage, where: str) -> None:
+    def release(self, storage, where: str, revivable: bool = False) -> None:
+        alloc = self.allocators[storage.buffer.value]
         storage.released = where
-        self.allocators[storage.buffer.value].free(storage.id)
+        storage.revivable = alloc.live.get(storage.id) if revivable else None
+        alloc.free(storage.id)
+
+    def revive(self, storage) -> bool:
+        """Takes a revivable released tile's bytes back if no live tile occupies them (Note
+        [Tile lifetimes], scopes.py); whether it did."""
+        span = getattr(storage, "revivable", None)
+        alloc = self.allocators[storage.buffer.value]
+        if span is None or any(lo < span[1] and span[0] < hi for lo, hi in alloc.live.values()):
+            return False
+        alloc.live[storage.id] = span
+        alloc.in_use += span[1] - span[0]
+        alloc.peak = max(alloc.peak, alloc.in_use)
+        storage.released = storage.revivable = None
+        self.scopes.adopt(storage)
+        return True
 
     def new_buffer_id(self) -> int:
         self._next_buffer += 1
@@ -485,8 +501,14 @@ class NkiTensor:
     def __len__(self):
         return self.shape[0]
 
+    # Why this view cannot be used, for a view built outside its tensor (NkiTensor.ap); views
+    # of it inherit it. Instructions raise it (_Instruction.tile).
+    out_of_range: Optional[str] = None
+
     def _view(self, data, written) -> "NkiTensor":
-        return NkiTensor(self._storage, data, written)
+        view = NkiTensor(self._storage, data, written)
+        view.out_of_range = self.out_of_range
+        return view
 
     # -- indexing --
     def __getitem__(self, key) -> "NkiTensor":
@@ -657,9 +679,13 @@ class NkiTensor:
         lo = start + sum(min(0, (c - 1) * s) for s, c in pattern)
         hi = start + sum(max(0, (c - 1) * s) for s, c in pattern)
         if lo < 0 or hi >= base.size:
-            raise OutOfBoundsError(f".ap({[list(p) for p in pattern]}, offset={offset}) on "
-                                   f"{self!r} addresses elements [{lo}, {hi}] of a storage of "
-                                   f"{base.size}")
+            # An error where an instruction uses it, not here: AWS's kernels build views they
+            # use only under a condition (nki-library output_projection_tkg builds one per
+            # packed PSUM slot and skips the slots past the end).
+            return _out_of_range(self, target, [c for _, c in pattern],
+                                 f".ap({[list(p) for p in pattern]}, offset={offset}) on "
+                                 f"{self!r} addresses elements [{lo}, {hi}] of a storage of "
+                                 f"{base.size}")
         per_partition = math.prod(base.shape[1:])
         if self.on_chip and pattern[0][0] % per_partition and pattern[0][1] > 1:
             raise ShapeError(f".ap(): the first stride {pattern[0][0]} of an on-chip tensor "
@@ -837,6 +863,14 @@ class NkiTensor:
         return mask
 
 
+def _out_of_range(t: NkiTensor, storage: Storage, shape, why: str) -> NkiTensor:
+    """A view of `shape` that instructions refuse with `why` (NkiTensor.out_of_range)."""
+    data = np.broadcast_to(np.zeros(1, dtype=storage.data.dtype), tuple(shape))
+    view = NkiTensor(storage, data, np.broadcast_to(np.ones(1, dtype=bool), tuple(shape)))
+    view.out_of_range = why
+    return view
+
+
 def _strided(storage: Storage, start: int, shape, strides) -> NkiTensor:
     """A view of `storage`: `shape` elements from flat element `start`, `strides` in elements."""
     flat_data, flat_written = storage.data.reshape(-1), storage.written.reshape(-1)
@@ -885,9 +919,9 @@ class IndirectView(NkiTensor):
         if not 0 <= int(indirect_dim) < t.ndim:
             raise ShapeError(f".ap(indirect_dim={indirect_dim}) on a {t.ndim}-d tensor")
         vector = vector_offset is not None
-        if vector and (index.shape[0] != pattern[0][1] or index.free_size != 1):
-            raise ShapeError(f".ap(): vector_offset {index.shape} must be ({pattern[0][1]}, 1), "
-                             f"one offset per partition of the pattern")
+        if vector and index.size < pattern[0][1]:
+            raise ShapeError(f".ap(): vector_offset {index.shape} has fewer offsets than the "
+                             f"pattern's {pattern[0][1]} rows")
         if not vector and isinstance(index, NkiTensor) and index.size != 1:
             raise ShapeError(f".ap(): scalar_offset {index.shape} must be a single element")
         storage, item = t._storage, t._data.itemsize

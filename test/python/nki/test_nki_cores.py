@@ -61,6 +61,28 @@ def test_sendrecv_swaps_the_two_cores_tiles():
     assert sorted(r.core for r in run.records if r.name == "sendrecv_wait") == [0, 1]
 
 
+def test_sendrecv_carries_unwritten_padding_as_unwritten():
+    # AWS's attention_tkg exchanges a buffer padded to 32 rows of which it wrote 20 and reads
+    # back only those (Note [Results of unwritten memory]).
+    x = RNG.uniform(-1, 1, size=(2, 20, 1)).astype(np.float32)
+
+    def kernel(x, read_padding):
+        pid = nl.program_id(0)
+        out = nl.ndarray((2, 20, 1), nl.float32, buffer=nl.shared_hbm)
+        mine = nl.ndarray((32, 1), nl.float32)
+        nisa.dma_copy(dst=mine[0:20, :], src=x[pid])
+        theirs = nl.ndarray((32, 1), nl.float32)
+        nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - pid, recv_from_rank=1 - pid,
+                      pipe_id=0)
+        nisa.dma_copy(dst=out[pid], src=theirs[8:28, :] if read_padding else theirs[0:20, :])
+        return out
+
+    np.testing.assert_array_equal(nki.jit(kernel, platform_target="trn2")[2](x, False),
+                                  x[::-1])
+    with pytest.raises(nki.UninitializedReadError):
+        nki.jit(kernel, platform_target="trn2")[2](x, True)
+
+
 def test_core_barrier_lets_each_core_read_the_others_writes():
     x = RNG.uniform(-1, 1, size=(64, 32)).astype(np.float32)
     kernel = nki.jit(barrier_then_read, platform_target="trn2")[2]

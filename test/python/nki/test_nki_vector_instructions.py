@@ -88,6 +88,25 @@ def test_tensor_scalar_reduce_accumulates_across_calls():
     assert (t.end_us - t.start_us) * 1e3 == pytest.approx(max(MIN_II, 100) / VECTOR_GHZ)
 
 
+def test_tensor_scalar_reduce_with_a_unary_op0_ignores_operand0():
+    # AWS's rmsnorm_quant: |x| and its row maximum in one instruction (op0=nl.abs, operand0=0).
+    x = rand(64, 48)
+
+    def kernel(a):
+        d, m = nl.ndarray(a.shape, nl.float32), nl.ndarray((64, 1), nl.float32)
+        nisa.tensor_scalar_reduce(dst=d, data=load(a), op0=nl.abs, operand0=0.0,
+                                  reduce_op=nl.maximum, reduce_res=m)
+        return store(d), store(m)
+
+    d, m = nki.simulate(kernel)(x)
+    np.testing.assert_array_equal(d, np.abs(x))
+    np.testing.assert_array_equal(m[:, 0], np.abs(x).max(1))
+    with pytest.raises(nki.NkiValidationError, match="None or 0"):
+        nki.simulate(lambda a: nisa.tensor_scalar_reduce(
+            dst=nl.ndarray(a.shape, nl.float32), data=load(a), op0=nl.abs, operand0=2.0,
+            reduce_op=nl.add))(x)
+
+
 def test_tensor_copy_predicated_copies_where_the_predicate_holds():
     x, y = rand(64, 40), rand(64, 40)
     mask = (RNG.uniform(size=(64, 40)) > 0.5).astype(np.uint8)

@@ -38,12 +38,15 @@ constexpr int64_t kDoubleRow = 1, kPsumAndSbuf = 2, kZeroFill = 4, kStrided = 8;
 // [Engine choice] in trnsim/kernel_schedule.h).
 constexpr int kEngineChoicesShift = 8;
 
-const trnsim::InstanceSpec& instance_with_core(const std::string& core_version) {
-  for (const auto& spec : trnsim::instance_table()) {
-    if (spec.chip->core_version == core_version) return spec;
+// The chip's physical core: every simulated generation, whether or not an instance type of
+// it is in the table (trnsim chip_table).
+trnsim::InstanceSpec core_of(const std::string& core_version) {
+  try {
+    return trnsim::physical_core(trnsim::find_chip(core_version));
+  } catch (const trnsim::Error& e) {
+    throw py::value_error(std::string(e.what()) +
+                          ": NKI kernel timing needs its engine clocks and bandwidths");
   }
-  throw py::value_error("no simulated instance has a " + core_version +
-                        ": NKI kernel timing needs its engine clocks and bandwidths");
 }
 
 py::dict schedule(const std::string& core_version, int dma_queues, int programs,
@@ -56,7 +59,7 @@ py::dict schedule(const std::string& core_version, int dma_queues, int programs,
   if (regions.ndim() != 2 || (regions.shape(0) > 0 && regions.shape(1) != kRegionColumns)) {
     throw py::value_error("_nki_schedule: regions must be an [m, 6] int64 array");
   }
-  const trnsim::InstanceSpec core = trnsim::physical_core(instance_with_core(core_version));
+  const trnsim::InstanceSpec core = core_of(core_version);
   const auto in = ins.unchecked<2>();
   const auto rg = regions.unchecked<2>();
   const int64_t n = ins.shape(0), m = regions.shape(0);

@@ -47,8 +47,8 @@ _FULL_RATE_STRIDE_BYTES = 16
 # page's "small additional performance cost" of the reduction is not quantified),
 # tensor_copy_predicated as tensor_copy, max8 as one tensor_reduce pass over its input,
 # tensor_scalar_cumulative as tensor_scalar, range_select as select_reduce (a select and a
-# reduction in one pass, itself an assumption); exponential and activate2 (NeuronCore-v4, which
-# trnsim cannot time yet) as tensor_scalar and activation. nc_matmul_mx as the nc_matmul of its
+# reduction in one pass, itself an assumption); exponential and activate2 (NeuronCore-v4, whose
+# own costs no page gives) as tensor_scalar and activation. nc_matmul_mx as the nc_matmul of its
 # x4 tiles: "An MX matmul with either the MXFP8 or MXFP4 datatype runs at 4x the throughput
 # compared to a BF16/FP16 matmul" by contracting 4 values per processing element and cycle
 # (trainium3_arch.rst, "Quad-MXFP8/MXFP4 Matmul Performance"), so its cycles are a BF16

@@ -301,3 +301,46 @@ def test_dtype_views_read_and_write_the_same_bytes():
 
     with pytest.raises(nki.ShapeError, match="contiguous"):
         nki.simulate(strided_last)(host)
+
+
+def test_mx_instructions_are_timed_on_trainium3s_clocks():
+    # An MX matmul takes a BF16 matmul's cycles over the same x4 tiles ("4x the throughput",
+    # trainium3_arch.rst), max(min(64, M), N) at TensorE's 2.4 GHz; quantize_mx one x4 element
+    # per cycle at VectorE's 1.2 GHz (same page), at least MIN_II = 64 cycles.
+    x4 = "float8_e4m3fn_x4"
+
+    @nki.jit(platform_target="trn3")
+    def kernel(_):
+        st = nl.ndarray((128, 128), dtype=x4, buffer=nl.sbuf)
+        mv = nl.ndarray((128, 512), dtype=x4, buffer=nl.sbuf)
+        scale = nl.ndarray((128, 512), dtype=nl.uint8, buffer=nl.sbuf)
+        for t, v in ((st.view(nl.uint32), 0), (mv.view(nl.uint32), 0), (scale, 127)):
+            nisa.memset(dst=t, value=v)
+        acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul_mx(dst=acc, stationary=st, moving=mv, stationary_scale=scale,
+                          moving_scale=scale)                                   # 3
+        src = nl.ndarray((128, 2048), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.memset(dst=src, value=1.0)                                         # 4
+        nisa.quantize_mx(dst=nl.ndarray((128, 16), dtype=x4, buffer=nl.sbuf),
+                         src=src[:, 0:64], dst_scale=scale[:, 0:16])          # 5: 16 < 64
+        nisa.quantize_mx(dst=mv, src=src, dst_scale=scale)                      # 6
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    p = nki.profile(kernel, np.zeros(4, np.float32))
+    names = [r.name for r in p.records]
+    assert names[3] == "nc_matmul_mx" and names[5] == names[6] == "quantize_mx"
+
+    def ns(i):
+        t = p.instruction(i)
+        return (t.end_us - t.start_us) * 1e3
+
+    assert ns(3) == pytest.approx(512 / 2.4, rel=1e-9)
+    # 5 reads the output of 4, the VectorE instruction before it: + 100 cycles (Note
+    # [Dependent instruction overhead]); 6 follows 5, whose output it does not read.
+    assert ns(5) == pytest.approx((64 + 100) / 1.2, rel=1e-9)
+    assert ns(6) == pytest.approx(512 / 1.2, rel=1e-9)
+    assert p.flops == pytest.approx(2 * 128 * 4 * 128 * 512)

@@ -42,7 +42,43 @@ const ChipSpec kTrainium2{
     // access, so no penalty is charged (an assumption).
     /*shared_ram_ports=*/false, /*strided_access_half_rate=*/false};
 
+// Trainium3, NeuronCore-v4: Trainium3 architecture page (about-neuron/arch/neuron-hardware/
+// trainium3.rst: eight NeuronCore-v4 per chip; 2,517 MXFP8/MXFP4, 671 BF16 and 183 FP32 TFLOPS;
+// 144 GiB of HBM at 4.9 TB/s; 4.9 TB/s of DMA; NeuronLink-v4 2.56 TB/s per device) and the NKI
+// Trainium3 architecture guide (nki/guides/architecture/trainium3_arch.rst, "Compute Engine
+// Specifications": TensorE 2.4 GHz, VectorE, ScalarE and GpSimdE 1.2 GHz; SBUF 32 MiB, PSUM
+// 2 MiB). DMA: 16 engines per core at 33 B/ns (DMA bandwidth guide and DMA overview tables;
+// the overview's text says 38.4 GB/s for NeuronCore-v4, its table and the guide 33). No EC2
+// instance type of it is in the table (the docs name only UltraServers, whose chips a
+// PCIe-switched NeuronSwitch joins instead of NeuronLink ports), so only NKI kernels compiled
+// for it are timed (chip_table). FP8 keeps NeuronCore-v3's double row (an assumption: the
+// page gives MXFP8's rate only); VectorE its BF16 performance mode (512 BF16 elements a cycle).
+const ChipSpec kTrainium3{
+    "Trainium3", "NeuronCore-v4", /*physical_cores=*/8,
+    /*tensor_ghz=*/2.4, /*vector_ghz=*/1.2, /*scalar_ghz=*/1.2, /*gpsimd_ghz=*/1.2,
+    /*sbuf=*/32 * kMiB, /*psum=*/2 * kMiB,
+    /*hbm_bytes=*/144 * kGiB, /*hbm_gbps=*/4900.0, /*dma_gbps=*/4900.0, /*link_gbps=*/2560.0,
+    /*bf16_tflops=*/671.0, /*fp32_tflops=*/183.0, /*fp8_tflops=*/2517.0,
+    /*dma_engines_per_core=*/16, /*dma_engine_gbps=*/33.0, /*fp8_rows=*/256,
+    /*vector_performance_mode=*/true,
+    /*neuronlinks=*/0,
+    /*shared_ram_ports=*/false, /*strided_access_half_rate=*/false};
+
 }  // namespace
+
+const std::vector<const ChipSpec*>& chip_table() {
+  static const std::vector<const ChipSpec*> chips{&kTrainium1, &kTrainium2, &kTrainium3};
+  return chips;
+}
+
+const ChipSpec& find_chip(std::string_view core_version) {
+  std::string known;
+  for (const ChipSpec* chip : chip_table()) {
+    if (chip->core_version == core_version) return *chip;
+    known += (known.empty() ? "" : ", ") + chip->core_version;
+  }
+  throw Error("no simulated chip has a " + std::string(core_version) + "; known: " + known);
+}
 
 const std::vector<InstanceSpec>& instance_table() {
   // Trn2 instances default to logical NeuronCore config LNC=2: 8 physical cores -> 4 devices.

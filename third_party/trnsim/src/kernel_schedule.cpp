@@ -139,6 +139,14 @@ InstanceSpec physical_core(const InstanceSpec& instance) {
   return core;
 }
 
+InstanceSpec physical_core(const ChipSpec& chip) {
+  InstanceSpec one_chip;
+  one_chip.name = chip.name;
+  one_chip.chip = &chip;
+  one_chip.chips = 1;
+  return physical_core(one_chip);
+}
+
 void kernel_regions(const KernelRegion& region, int program, std::vector<Region>& out) {
   if (region.end <= region.begin) return;
   if (region.memory == KernelMemory::Hbm) {

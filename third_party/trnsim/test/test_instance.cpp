@@ -55,6 +55,23 @@ TEST(Instance, PerCoreRatesSplitTheChip) {
   }
 }
 
+TEST(Instance, ChipTableHasEveryGenerationAndTrainium3sDocumentedRates) {
+  // Trainium3 has no instance type in the table, but its NKI kernels are timed on its chip.
+  const ChipSpec& t3 = find_chip("NeuronCore-v4");
+  EXPECT_EQ(t3.name, "Trainium3");
+  EXPECT_EQ(t3.physical_cores, 8);
+  EXPECT_DOUBLE_EQ(t3.tensor_ghz, 2.4);
+  EXPECT_DOUBLE_EQ(t3.vector_ghz, 1.2);
+  EXPECT_EQ(t3.sbuf_bytes_per_core, 32 * kMiB);
+  EXPECT_EQ(t3.hbm_bytes, 144 * kGiB);
+  // The tables' 16 engines x 33 B/ns per core stay under the page's 4.9 TB/s per chip.
+  EXPECT_LE(t3.dma_engines_per_core * t3.dma_engine_gbps * t3.physical_cores, t3.dma_gbps);
+  for (const InstanceSpec& s : instance_table()) {
+    EXPECT_EQ(&find_chip(s.chip->core_version), s.chip) << s.name;
+  }
+  EXPECT_THROW(find_chip("NeuronCore-v9"), Error);
+}
+
 TEST(Instance, DefaultIsInTable) {
   EXPECT_EQ(find_instance(kDefaultInstance).name, std::string(kDefaultInstance));
 }

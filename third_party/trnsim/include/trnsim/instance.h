@@ -87,6 +87,13 @@ struct InstanceSpec {
   }
 };
 
+// Every chip generation simulated, including any no instance type in the table has
+// (Trainium3: its NKI kernels are timed).
+const std::vector<const ChipSpec*>& chip_table();
+// The chip whose cores are `core_version` ("NeuronCore-v4"); throws trnsim::Error naming the
+// known ones.
+const ChipSpec& find_chip(std::string_view core_version);
+
 // The instance a SystemConfig without one describes.
 constexpr std::string_view kDefaultInstance = "trn2.3xlarge";
 

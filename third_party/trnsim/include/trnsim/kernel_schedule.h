@@ -127,6 +127,8 @@ struct KernelTiming {
 
 // One physical NeuronCore of `instance`'s chip: its HBM and DMA shares as an LNC=1 core.
 InstanceSpec physical_core(const InstanceSpec& instance);
+// One physical NeuronCore of a one-chip system of `chip` (a chip no instance type has).
+InstanceSpec physical_core(const ChipSpec& chip);
 
 // A dma_copy's most bytes per ns: the streaming rate of the DMA engines serving the on-chip
 // partitions it touches (Note [Kernel schedule]); 0 (no cap) between HBM buffers.

@@ -54,15 +54,15 @@ class Rows:
                                                    f"such rows")
         return addresses.reshape(len(ok), -1), ok
 
-    def gather(self, role: str) -> tuple[np.ndarray, np.ndarray]:
-        """(the rows' values as float64 [rows, elements], which rows are in the tensor)."""
+    def gather(self, role: str, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows' values as `dtype` [rows, elements], which rows are in the tensor)."""
         addresses, ok = self.resolve()
         taken = addresses[ok]
         if not self.flat_written[taken].all():
             raise self.ins.error(UninitializedReadError, f"{role}: the gathered rows of "
                                                          f"{self.view!r} were never written")
-        out = np.zeros(addresses.shape)
-        out[ok] = self.flat[taken].astype(np.float64)
+        out = np.zeros(addresses.shape, dtype=dtype)
+        out[ok] = self.flat[taken].astype(dtype)
         return out, ok
 
     def scatter(self, values: np.ndarray) -> None:
@@ -82,13 +82,16 @@ def indirect_copy(ins: _Instruction, dst: NkiTensor, src: NkiTensor, oob) -> Non
     """dma_copy's gather (indirect src) or scatter (indirect dst)."""
     if src.is_indirect() and dst.is_indirect():
         raise ins.error(ShapeError, "src and dst cannot both be addressed indirectly")
+    # A copy of one dtype moves the stored values as they are (MX data: its bits); a cast goes
+    # through float64.
+    work = src._storage.data.dtype if src.dtype == dst.dtype else np.float64
     if src.is_indirect():
         rows = Rows(ins, src, oob)
         old = dst._data
 
         def gathered():
-            values, ok = rows.gather("src")
-            out = np.array(old, dtype=np.float64).reshape(values.shape)
+            values, ok = rows.gather("src", work)
+            out = np.array(old, dtype=work).reshape(values.shape)
             out[ok] = values[ok]   # skipped rows keep dst's values
             return out.reshape(dst.shape)
 
@@ -96,4 +99,4 @@ def indirect_copy(ins: _Instruction, dst: NkiTensor, src: NkiTensor, oob) -> Non
         return
     rows = Rows(ins, dst, oob)
     values = ins.values(src, "src")
-    rows.scatter(values.astype(np.float64) if ins.compute else values)
+    rows.scatter(values.astype(work) if ins.compute else values)

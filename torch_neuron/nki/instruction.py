@@ -105,7 +105,7 @@ def _result_unwritten(ins, dst) -> np.ndarray:
     """Which elements of dst (as dst's [partitions, free] layout) came from unwritten input
     elements (Note [Results of unwritten memory])."""
     shape = ins.pf(dst)
-    masks = {role: ~t._written for role, t in ins.unwritten}
+    masks = {role: mask for role, _, mask in ins.unwritten}
     if ins.name == "nc_matmul":
         out = np.zeros(shape, dtype=bool)
         if "stationary" in masks:
@@ -163,7 +163,9 @@ class _Instruction:
         self.operands: list[tuple[str, NkiTensor]] = []
         self.reads: list[NkiTensor] = []
         self.writes: list[NkiTensor] = []
-        self.unwritten: list[tuple[str, NkiTensor]] = []   # operands read with unwritten parts
+        # Operands read with unwritten parts, and which (taken when read: an in-place write
+        # marks them written before the result's mask is made).
+        self.unwritten: list[tuple[str, NkiTensor, np.ndarray]] = []
         self.control = list(self.run.control_sources)   # the running dynamic loops' bounds
 
     def error(self, cls, message):
@@ -220,7 +222,7 @@ class _Instruction:
             return t.read()
         except UninitializedReadError as e:
             if self.name in _PROPAGATES and role in _PROPAGATED_ROLES:
-                self.unwritten.append((role, t))
+                self.unwritten.append((role, t, ~t._written))
                 return t._data
             raise self.error(UninitializedReadError, f"{role}: {e.detail}") from None
 

@@ -222,8 +222,25 @@ def memset(dst, value, engine=engine.unknown, name=None):
     ins.tile(dst, "dst", read=False)
     eng = ins.engine(engine, ("VectorE", "GpSimdE"), "VectorE")
     ins.no_psum_on_gpsimd(eng)
-    ins.write(dst, lambda: np.full(dst.shape, value))
+    fill = _mx_fill(ins, dst, value) if dst.dt.kind == "mx" else value
+    ins.write(dst, lambda: np.full(dst.shape, fill, dtype=dst.dt.storage
+                                   if dst.dt.kind == "mx" else None))
     ins.record(eng, zero=bool(value == 0))
+
+
+def _mx_fill(ins: _Instruction, dst: NkiTensor, value) -> int:
+    """The bits memset writes into MX data: "For x4 packed types ... only value=0 is supported"
+    (memset docstring); a float8_e8m0fnu scale is a power of two, 2^(bits - 127)."""
+    if dst.dtype != "float8_e8m0fnu":
+        if value != 0:
+            raise ins.error(DtypeError, f"memset of {dst.dtype} (packed MX data) takes only "
+                                        f"value=0, not {value}")
+        return 0
+    exponent = math.log2(value) if value > 0 else math.nan
+    if not exponent == int(exponent) or not -127 <= exponent <= 127:
+        raise ins.error(DtypeError, f"memset of float8_e8m0fnu takes a power of two from "
+                                    f"2^-127 to 2^127, not {value}")
+    return int(exponent) + 127
 
 
 # -- Tensor Engine -------------------------------------------------------------------------------
@@ -253,6 +270,10 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         raise ins.error(DtypeError, f"stationary {stationary.dtype} and moving {moving.dtype}: "
                                     f"if one input is float32/tfloat32 the other must be too")
     dst_ok = ("float32", "bfloat16") if t.nc_version >= 4 else ("float32",)
+    if is_transpose and t.nc_version >= 3 and stationary.dtype in ("bfloat16", "float16"):
+        # "FP16/BF16 PSUM output for FP16/BF16 transpose" (Trainium2 architecture guide,
+        # "Built-in Transpose Support").
+        dst_ok = dst_ok + (stationary.dtype,)
     if dst.dtype not in dst_ok:
         raise ins.error(DtypeError, f"dst is {dst.dtype}; the PSUM result of a matmul must be "
                                     f"{' or '.join(dst_ok)} on {t.core} (TensorE accumulates "
@@ -327,7 +348,13 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     acc = matmul_accumulation(ins, dst, accumulate, M, N)
 
     def product():
-        return st.astype(np.float32).reshape(-1, M).T @ mv.astype(np.float32).reshape(-1, N)
+        a, b = st.astype(np.float32).reshape(-1, M), mv.astype(np.float32).reshape(-1, N)
+        if is_transpose and t.nc_version >= 3 and b.shape[0] == N and \
+                np.array_equal(b, np.eye(N, dtype=np.float32)):
+            # Transpose mode: "bit-accurate data transpose, which can transpose tensors with
+            # NaN/Inf values properly" (stub), where a matmul would spread them.
+            return a.T.copy()
+        return a.T @ b
 
     ins.write(dst, accumulated(dst, acc, product, M, N))
     dst.matmul_mask()[...] = True
@@ -580,7 +607,7 @@ def _activation(ins, dst, op, data, bias, scale, reduce_op, reduce_res, cmd):
     x = ins.f32(data, "data")
     if ins.unwritten and cmd in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
         # The registers keep no written mask (Note [Results of unwritten memory]).
-        role, bad = ins.unwritten[0]
+        role, bad, _ = ins.unwritten[0]
         raise ins.error(UninitializedReadError, f"{role}: {bad!r} has elements never written, "
                                                 f"which the reduce registers would sum")
     y = apply(op, x * s + b).astype(np.float32) if ins.compute else None

@@ -25,8 +25,8 @@ from torch_neuron.nki.errors import (MemorySpaceError, NkiValidationError, Shape
                                      UninitializedReadError)
 from torch_neuron.nki.language import _range_scope
 from torch_neuron.nki.range_loops import with_scoped_range_loops
-from torch_neuron.nki.tensor import (KernelRun, MemoryRegion, NkiTensor, pop_run, push_run,
-                                     wrap_input)
+from torch_neuron.nki.tensor import (_RUNS, KernelRun, MemoryRegion, NkiTensor, pop_run,
+                                     push_run, wrap_input)
 from torch_neuron.nki.typing import TensorAnnotation
 
 _UNINITIALIZED = ("error", "nan")
@@ -146,6 +146,10 @@ class Kernel:
         return self._with(lnc=int(lnc))
 
     def __call__(self, *args, **kwargs):
+        if _RUNS:
+            # Called from inside a running kernel: NKI traces it into the caller's program
+            # (AWS's nki-library test wrappers call @nki.jit kernels so), not a launch of its own.
+            return with_scoped_range_loops(self.fn, _range_scope)(*args, **kwargs)
         return self.run(*args, **kwargs).result
 
     def run(self, *args, **kwargs) -> KernelRun:

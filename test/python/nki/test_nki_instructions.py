@@ -139,6 +139,27 @@ def test_nc_transpose(engine):
     np.testing.assert_array_equal(nki.simulate(kernel)(x), x.T)
 
 
+def test_matmul_transpose_mode_is_bit_accurate_into_bf16_psum_from_neuroncore_v3():
+    # Trainium2 guide, "Built-in Transpose Support": transpose mode transposes NaN/Inf
+    # properly and gives "FP16/BF16 PSUM output for FP16/BF16 transpose".
+    x = torch.randn(64, 32).bfloat16()
+    x[3, 5], x[10, 0] = float("nan"), float("inf")
+
+    def kernel(a, target_dst):
+        t = nl.ndarray((64, 32), nl.bfloat16)
+        nisa.dma_copy(dst=t, src=a)
+        out = nl.ndarray((32, 64), target_dst, buffer=nl.psum)
+        nisa.nc_matmul(dst=out, stationary=t, moving=nl.shared_identity_matrix(64, nl.bfloat16),
+                       is_transpose=True)
+        return store(out)
+
+    got = nki.jit(kernel, platform_target="trn2")(x, nl.bfloat16)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got, x.T, rtol=0, atol=0, equal_nan=True)
+    with pytest.raises(nki.DtypeError, match="must be float32"):
+        nki.jit(kernel, platform_target="trn1")(x, nl.bfloat16)
+
+
 @pytest.mark.parametrize("op,ref", [(nl.add, np.add), (nl.subtract, np.subtract),
                                     (nl.multiply, np.multiply), (nl.divide, np.divide),
                                     (nl.maximum, np.maximum), (nl.minimum, np.minimum),

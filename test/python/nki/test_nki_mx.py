@@ -344,3 +344,40 @@ def test_mx_instructions_are_timed_on_trainium3s_clocks():
     assert ns(5) == pytest.approx((64 + 100) / 1.2, rel=1e-9)
     assert ns(6) == pytest.approx(512 / 1.2, rel=1e-9)
     assert p.flops == pytest.approx(2 * 128 * 4 * 128 * 512)
+
+
+def test_memset_of_mx_data_and_scales_and_indirect_copies_of_mx_rows():
+    # memset: "For x4 packed types ... only value=0 is supported"; an E8M0 scale is a power of
+    # two. A gather of x4 rows moves their bits (an MoE kernel selecting experts' weights).
+    x4 = "float8_e5m2_x4"
+    words = RNG.integers(0, 2**32, size=(16, 8), dtype=np.uint32)
+    rows = np.array([[3], [0], [15], [7]], dtype=np.int32)
+
+    @nki.jit(platform_target="trn3")
+    def kernel(w, idx):
+        z = nl.ndarray((4, 8), dtype=x4, buffer=nl.sbuf)
+        nisa.memset(dst=z, value=0)
+        scale = nl.ndarray((4, 8), dtype=nl.float8_e8m0fnu, buffer=nl.sbuf)
+        nisa.memset(dst=scale, value=0.25)
+        idx_sb = nl.ndarray((4, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=idx_sb, src=idx)
+        picked = nl.ndarray((4, 8), dtype=x4, buffer=nl.sbuf)
+        nisa.dma_copy(dst=picked, src=w.view(x4).ap([[8, 4], [1, 8]], vector_offset=idx_sb))
+        outs = [nl.ndarray((4, 8), dtype=d, buffer=nl.shared_hbm)
+                for d in (nl.uint32, nl.uint8, nl.uint32)]
+        nisa.dma_copy(dst=outs[0], src=z.view(nl.uint32))
+        nisa.dma_copy(dst=outs[1], src=scale.view(nl.uint8))
+        nisa.dma_copy(dst=outs[2], src=picked.view(nl.uint32))
+        return outs
+
+    zeros, scale, picked = kernel(words, rows)
+    assert (zeros == 0).all() and (scale == 127 - 2).all()
+    np.testing.assert_array_equal(picked, words[rows[:, 0]])
+
+    def memset_x4(value):
+        return nki.simulate(nki.jit(lambda: nisa.memset(
+            dst=nl.ndarray((4, 8), dtype=x4, buffer=nl.sbuf), value=value),
+            platform_target="trn3"))()
+
+    with pytest.raises(nki.DtypeError, match="only value=0"):
+        memset_x4(1.0)

@@ -293,6 +293,41 @@ def test_results_of_unwritten_memory_stay_unwritten_until_something_uses_them():
     assert run.records == []
 
 
+def test_an_in_place_instruction_keeps_its_unwritten_elements_unwritten():
+    x = np.ones((128, 64), np.float32)
+
+    def kernel(a, rows):
+        t = nl.ndarray((128, 64), nl.float32)
+        nisa.dma_copy(dst=t[0:96, :], src=a[0:96, :])                      # rows 96.. never
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.minimum, operand0=7.0)    # in place
+        out = nl.ndarray((rows, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t[0:rows, :])
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(x, 96), x[:96])
+    raises(nki.UninitializedReadError, kernel, x, 128, match="never written")
+
+
+def test_a_jit_kernel_called_inside_a_kernel_runs_in_the_callers_program():
+    # AWS's nki-library test wrappers call @nki.jit kernels from a kernel: one program, inlined.
+    @nki.jit
+    def inner(t):
+        out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[nl.program_id() * 64:(nl.program_id() + 1) * 64],
+                      src=t[nl.program_id() * 64:(nl.program_id() + 1) * 64])
+        return out, nl.num_programs()
+
+    def outer(a):
+        out, programs = inner(a)
+        assert programs == 2
+        return out
+
+    x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    run = nki.jit(outer, platform_target="trn2")[2].run(x)
+    np.testing.assert_array_equal(run.result, x)
+    assert sorted(r.core for r in run.records) == [0, 1]
+
+
 def test_lnc_degree_per_neuroncore_version():
     def kernel(a):
         out = nl.ndarray((2, 4), nl.float32, buffer=nl.shared_hbm)

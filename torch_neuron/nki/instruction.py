@@ -156,6 +156,7 @@ class _Instruction:
         self.name = name
         self.source = kernel_source_line()
         self.run = current_run(f"nisa.{name}")
+        self.run.instructions += 1
         self.target = self.run.target
         # Predict-only (Note [Predict-only instructions]): every check and the record, no
         # arithmetic.
@@ -184,6 +185,7 @@ class _Instruction:
             raise self.error(OutOfBoundsError, f"{role}: {t.out_of_range}")
         storage = t._storage
         storage.sync()   # Note [Dtype views]
+        self.run.used(storage.root)   # Note [Tiles freed at their last use]
         if storage.released is not None and not self.run.revive(storage.root):
             if getattr(storage.root, "revivable", None):
                 raise self.error(ReleasedTileError,

@@ -21,8 +21,8 @@ import numpy as np
 from torch_neuron.nki import blas, dtypes
 from torch_neuron.nki.cores import Cores
 from torch_neuron.nki import target as targets
-from torch_neuron.nki.errors import (MemorySpaceError, NkiValidationError, ShapeError,
-                                     UninitializedReadError)
+from torch_neuron.nki.errors import (CapacityError, MemorySpaceError, NkiValidationError,
+                                     ShapeError, UninitializedReadError)
 from torch_neuron.nki.language import _range_scope
 from torch_neuron.nki.range_loops import with_scoped_range_loops
 from torch_neuron.nki.tensor import (_RUNS, KernelRun, MemoryRegion, NkiTensor, pop_run,
@@ -158,7 +158,22 @@ class Kernel:
         if not 1 <= self.lnc <= target.max_lnc:
             raise NkiValidationError(f"kernel[{self.lnc}]: {target.core} supports LNC degrees "
                                      f"1..{target.max_lnc}")
-        run = KernelRun(target, self.lnc, self.uninitialized)
+        try:
+            run = self._launch(target, args, kwargs)
+        except CapacityError as full:
+            # Note [Tiles freed at their last use] (tensor.py): learn each tile's last use
+            # with room for every tile, then run again freeing tiles there, as the compiler
+            # would have allocated them.
+            try:
+                probe = self._launch(target, args, kwargs, probe=True)
+            except NkiValidationError:
+                raise full from None
+            run = self._launch(target, args, kwargs, last_uses=probe.last_use)
+        self.last_run = run
+        return run
+
+    def _launch(self, target, args, kwargs, probe=False, last_uses=None) -> KernelRun:
+        run = KernelRun(target, self.lnc, self.uninitialized, probe=probe, dies=last_uses)
         # The kernel's scopes look at the frames below this one (Note [Tile lifetimes]).
         run.entry_frame = run.scopes.stop_frame = sys._getframe()
         buffer = MemoryRegion.shared_hbm if self.lnc > 1 else MemoryRegion.private_hbm
@@ -199,6 +214,8 @@ class Kernel:
                 else:   # Note [Programs that wait for each other] (cores.py)
                     run.cores = Cores(run, self.lnc)
                     result = run.cores.run_all(program_body)[0]
+            if probe:
+                return run
             run.result = _convert_result(result, like_torch, device, run)
             for inp in inputs.values():
                 inp.write_back()
@@ -208,9 +225,7 @@ class Kernel:
                 _C._resume_clocks()
         if on_neuron:
             _charge(run, device, self.fn.__name__)
-        self.last_run = run
         return run
-
 
     def _check_annotations(self, args, kwargs):
         """Arguments annotated `nt.tensor[shape]` (nki.typing) must have that shape."""

@@ -148,7 +148,8 @@ class _Allocator:
 class KernelRun:
     """One execution of a kernel: its target, its records and its memories."""
 
-    def __init__(self, target, lnc: int = 1, uninitialized: str = "error"):
+    def __init__(self, target, lnc: int = 1, uninitialized: str = "error", probe: bool = False,
+                 dies: Optional[dict] = None):
         self.target, self.lnc, self.uninitialized = target, lnc, uninitialized
         self.records: list = []
         self.program_id = 0
@@ -163,6 +164,13 @@ class KernelRun:
         # Tensors the running dynamic loops' bounds were loaded from: every instruction in such
         # a loop reads them (registers.py).
         self.control_sources: list = []
+        # Note [Tiles freed at their last use]: `probe`, a run with room for every tile that
+        # records each allocation's last use; `dies`, such a record, to free tiles there.
+        self.probe, self.dies = probe, dies
+        self.last_use: dict[int, int] = {}
+        self.instructions = 0        # instructions begun (_Instruction), a clock for the above
+        self._allocations = 0
+        self._dying: dict = {}       # buffer id -> (last use, weakref to its storage)
         self.start_program(0)
 
     def start_program(self, program_id: int) -> None:
@@ -170,9 +178,10 @@ class KernelRun:
         self.program_id = program_id
         self._shared_seen = 0
         self.constants: dict = {}   # the program's constant tiles (language._partition_ones)
+        room = _PROBE_ROOM if self.probe else 1
         self.allocators = {
-            "sbuf": _Allocator("sbuf", t.sbuf_partition_bytes),
-            "psum": _Allocator("psum", t.psum_partition_bytes, bank=t.psum_bank_bytes),
+            "sbuf": _Allocator("sbuf", t.sbuf_partition_bytes * room),
+            "psum": _Allocator("psum", t.psum_partition_bytes * room, bank=t.psum_bank_bytes),
         }
         # Note [Tile lifetimes] (scopes.py): the program's body is the outermost scope.
         self.scopes = LoopScopes(self.entry_frame)
@@ -202,6 +211,32 @@ class KernelRun:
         self.scopes.adopt(storage)
         return True
 
+    # -- Note [Tiles freed at their last use] --
+    def allocation_number(self) -> int:
+        self._allocations += 1
+        return self._allocations
+
+    def used(self, storage) -> None:
+        """An instruction uses `storage` (a root): the probe notes it as its last use so far."""
+        number = getattr(storage, "allocation", None)
+        if self.probe and number is not None:
+            self.last_use[number] = self.instructions
+
+    def free_dead(self, space: str) -> None:
+        """Frees the tiles of `space` whose last use is behind (a run with `dies`)."""
+        for buffer_id, (last, ref) in list(self._dying.items()):
+            storage = ref()
+            if storage is None or storage.released is not None:
+                del self._dying[buffer_id]
+            elif last <= self.instructions and storage.buffer.value == space:
+                del self._dying[buffer_id]
+                self.release(storage, "its last use (freed there, as the compiler frees it)")
+
+    def track(self, storage) -> None:
+        last = self.dies.get(storage.allocation)
+        if last is not None:
+            self._dying[storage.id] = (last, weakref.ref(storage))
+
     def new_buffer_id(self) -> int:
         self._next_buffer += 1
         return self._next_buffer
@@ -213,6 +248,23 @@ class KernelRun:
 
 
 _RUNS: list[KernelRun] = []
+# How many times the on-chip memories a probe run gives room for (Note [Tiles freed at their
+# last use]): enough for any kernel whose tiles the compiler could fit.
+_PROBE_ROOM = 1024
+
+# Note [Tiles freed at their last use]
+# The compiler allocates a tile for the span of the kernel in which it is used (Note [Tile
+# lifetimes], scopes.py); the simulator, running the kernel eagerly, cannot see a tile's last
+# use when it happens, so it frees a tile when its scope ends or Python drops it. A kernel
+# whose dead tiles are still referenced (a PSUM tile kept in a variable until the iteration
+# ends) can then run out of SBUF or PSUM where the compiler would have reused them: AWS's
+# bwmm_shard_on_block asks for 8 PSUM banks while earlier tiles it no longer reads are still
+# bound. So a CapacityError is not final: the kernel runs again with room for every tile (a
+# probe), which records for each allocation (numbered in order: a kernel's Python control flow
+# allocates the same tiles in the same order each run) the last instruction that used it; then
+# it runs a third time, freeing each tile once that instruction is behind. A tile used after
+# its recorded last use (a kernel whose runs differ) raises ReleasedTileError. Kernels that fit
+# run once, as before.
 
 # `t[key] = value`: nki.isa installs the instructions that do it (isa imports this module).
 ASSIGN = None
@@ -289,9 +341,14 @@ class Storage:
                 self.address = alloc.place_constant(per_partition)
                 run.scopes.keep_to_end(self)
             else:
+                self.allocation = run.allocation_number()
+                if run.dies is not None:
+                    run.free_dead(buffer.value)
                 self.address = alloc.allocate(self.id, per_partition, what)
                 weakref.finalize(self, alloc.free, self.id)
                 run.scopes.adopt(self)
+                if run.dies is not None:
+                    run.track(self)
 
 
     # -- Note [Dtype views] --

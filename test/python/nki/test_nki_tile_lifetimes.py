@@ -290,3 +290,34 @@ def test_plain_range_loops_of_the_kernel_are_scopes_too():
     with pytest.raises(nki.ReleasedTileError, match="the loop at") as info:
         kernel(x, True)
     assert info.value.source.endswith(f"{HERE}:{line[0]}")
+
+
+def test_tiles_past_their_last_use_are_freed_when_memory_runs_out():
+    # Note [Tiles freed at their last use]: p0 is still bound when the 8 full PSUM banks are
+    # allocated, but nothing reads it any more, so the compiler would reuse its bank (AWS's
+    # bwmm_shard_on_block). Tiles still in use when memory runs out remain an error.
+    x = np.eye(128, dtype=np.float32)
+
+    def kernel(a, reuse_p0):
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        a_sb = nl.ndarray((128, 128), dtype=nl.float32)
+        nisa.dma_copy(dst=a_sb, src=a)
+        s = nl.ndarray((128, 128), dtype=nl.float32)
+        for _ in range(2):
+            p0 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=p0, stationary=a_sb, moving=a_sb)
+            t = nl.ndarray((128, 128), dtype=nl.float32)
+            nisa.tensor_copy(dst=t, src=p0)                            # p0's last use
+            banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+                     for _ in range(8)]
+            for b in banks:
+                nisa.nc_matmul(dst=b[:, 0:128], stationary=t, moving=a_sb)
+            nisa.tensor_copy(dst=s, src=(p0 if reuse_p0 else banks[7][:, 0:128]))
+        nisa.dma_copy(dst=out, src=s)
+        return out
+
+    k = nki.jit(kernel, platform_target="trn2")
+    np.testing.assert_array_equal(k(x, False), x)
+    assert k.last_run.dies is not None          # the kernel ran with tiles freed at last use
+    with pytest.raises(nki.CapacityError, match="PSUM"):
+        k(x, True)

@@ -879,8 +879,10 @@ from torch_neuron.nki import isa_constants as constants  # noqa: E402,F401  (nki
 from torch_neuron.nki.isa_dma_compute import dma_compute  # noqa: E402,F401
 from torch_neuron.nki.isa_cores import core_barrier, sendrecv  # noqa: E402,F401
 from torch_neuron.nki.isa_gpsimd import (local_gather, nc_n_gather,  # noqa: E402,F401
-                                         nonzero_with_count)
+                                         nonzero_with_count, sequence_bounds)
 from torch_neuron.nki.isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401
+from torch_neuron.nki.isa_random import (rand2, rand_get_state,  # noqa: E402,F401
+                                         rand_set_state, rng, set_rng_seed)
 from torch_neuron.nki.registers import (VirtualRegister, register_alloc,  # noqa: E402,F401
                                         register_load, register_move, register_store)
 
@@ -905,13 +907,13 @@ for _name in ("dma_copy", "dma_transpose", "dma_compute", "tensor_copy", "memset
               "tensor_scalar_cumulative", "tensor_copy_predicated", "max8", "range_select",
               "exponential", "activate2", "nc_find_index8", "nc_match_replace8",
               "nc_stream_shuffle", "nc_n_gather", "local_gather", "nonzero_with_count",
-              "register_load", "register_store", "nc_matmul_mx", "quantize_mx"):
+              "register_load", "register_store", "nc_matmul_mx", "quantize_mx",
+              "sequence_bounds", "rng", "rand2", "set_rng_seed", "rand_set_state",
+              "rand_get_state"):
     globals()[_name] = returning_handles(globals()[_name])
 del _name
 
-_NOT_IMPLEMENTED = (
-    "rng", "set_rng_seed", "rand_set_state", "rand_get_state", "rand2", "sequence_bounds",
-    "topk")
+_NOT_IMPLEMENTED = ("topk",)
 
 
 def __getattr__(name):

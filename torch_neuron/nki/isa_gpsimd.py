@@ -1,6 +1,6 @@
 """GpSimd Engine data-movement instructions of `nki.isa`: `nc_n_gather` (within each
-partition), `local_gather` (across the 16 partitions of each GpSimd core) and
-`nonzero_with_count` (NeuronCore-v3 and newer).
+partition), `local_gather` (across the 16 partitions of each GpSimd core),
+`nonzero_with_count` (NeuronCore-v3 and newer) and `sequence_bounds`.
 
 Signatures and rules from the current release's stub, aws-neuron-sdk `nki/api/nki/isa/__init__.py`
 (the snapshot docs/nki.md names); each instruction checks its operands, computes inside the
@@ -141,4 +141,40 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
             out[F] = hits.size
             return out
         ins.write(dst[p:p + 1], found)
+    ins.record("GpSimdE")
+
+
+def sequence_bounds(dst, segment_ids, name=None):
+    """dst[p, 0, i], dst[p, 1, i] = the first index of element i's segment and one past its
+    last; padding (segment ID 0) gets n and -1, n the elements per partition (the docstring,
+    and its NumPy reference in aws-neuron-sdk nki/test/test_nki_isa_sequence_bounds.py)."""
+    ins = _Instruction("sequence_bounds")
+    ins.tile(dst, "dst", read=False)
+    ins.tile(segment_ids, "segment_ids")
+    _sbuf_only(ins)
+    P, n = ins.pf(segment_ids)
+    if ins.pf(dst) != (P, 2 * n):
+        raise ins.error(ShapeError, f"dst {dst.shape} must be [{P}, 2, {n}]: a start and an "
+                                    f"end per segment ID")
+    for role, t in (("segment_ids", segment_ids), ("dst", dst)):
+        if t.dtype not in ("float32", "int32"):
+            raise ins.error(DtypeError, f"{role} is {t.dtype}; sequence_bounds takes float32 or "
+                                        f"int32")
+    ids = ins.values(segment_ids, "segment_ids")
+
+    def bounds():
+        x = ids.reshape(P, n)
+        index = np.arange(n)
+        # A segment starts where the ID differs from the one before, ends where it differs
+        # from the one after; a running maximum / minimum carries the bound along it.
+        starts = np.ones((P, n), dtype=bool)
+        starts[:, 1:] = x[:, 1:] != x[:, :-1]
+        ends = np.ones((P, n), dtype=bool)
+        ends[:, :-1] = x[:, :-1] != x[:, 1:]
+        first = np.maximum.accumulate(np.where(starts, index, 0), axis=1)
+        last = np.minimum.accumulate(np.where(ends, index + 1, n)[:, ::-1], axis=1)[:, ::-1]
+        padding = x == 0
+        return np.stack([np.where(padding, n, first), np.where(padding, -1, last)], axis=1)
+
+    ins.write(dst, bounds)
     ins.record("GpSimdE")

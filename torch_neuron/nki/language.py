@@ -165,6 +165,27 @@ def full(shape, fill_value, dtype, buffer=sbuf, name="") -> NkiTensor:
     return _filled(shape, fill_value, dtype, buffer, name)
 
 
+def rand(shape, dtype, buffer=sbuf, name="") -> NkiTensor:
+    """A new tensor of uniform values in [0, 1): the recipe of nisa.rng's docstring, 16 random
+    bits (the Vector Engine's generator, Note [Engine random number generators] in
+    isa_random.py) scaled by 2^-16, in SBUF, then stored if the tensor is elsewhere."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    bits = ndarray(shape, uint16, sbuf)
+    _isa.rng(dst=bits)
+    t = ndarray(shape, dtype, buffer if buffer is psum else sbuf, name)
+    _isa.tensor_scalar(dst=t, data=bits, op0=multiply, operand0=2.0 ** -16)
+    if buffer in (sbuf, psum):
+        return t
+    out = ndarray(shape, dtype, buffer, name)
+    _isa.dma_copy(dst=out, src=t)
+    return out
+
+
+def random_seed(seed) -> None:
+    """Seeds the generator nl.rand draws from (nisa.set_rng_seed)."""
+    _isa.set_rng_seed(src_seeds=seed)
+
+
 def zeros_like(x, dtype=None, buffer=None, name="") -> NkiTensor:
     return zeros(x.shape, dtype or x.dtype, buffer or sbuf, name)
 
@@ -649,7 +670,7 @@ def expand_dims(x, axis) -> NkiTensor:
     return x.expand_dim(int(axis) % (x.ndim + 1))
 
 
-_NOT_IMPLEMENTED = ("rand", "random_seed", "prelu")
+_NOT_IMPLEMENTED = ("prelu",)
 
 
 def __getattr__(name):

@@ -54,31 +54,37 @@ _FULL_RATE_STRIDE_BYTES = 16
 # (trainium3_arch.rst, "Quad-MXFP8/MXFP4 Matmul Performance"), so its cycles are a BF16
 # matmul's over the same [K, M] and [K, N] tiles, with 4x the FLOPs; quantize_mx as a
 # tensor_copy of its x4 dst: it "can quantize four input elements per partition, per cycle"
-# (same page, "MX data-type Quantization"), one x4 element per cycle.
+# (same page, "MX data-type Quantization"), one x4 element per cycle. The random-number
+# instructions (isa_random.py) as a tensor_copy of the tile they write or read on their
+# engine: an assumption, their pages publish no cost.
 # dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why); dma_compute as a
 # dma_copy of its sources' bytes (an assumption, isa_dma_compute.py); sendrecv as a dma_copy of
 # its dst (isa_cores.py). nc_stream_shuffle:
 # as a tensor_copy of its source, nc_find_index8 and nc_match_replace8 as one tensor_reduce
-# pass over their data (as max8), the GpSimd gathers and nonzero_with_count as a tensor_copy
-# of their output (input for nonzero_with_count) on GpSimd: assumptions, their pages publish
-# no cost.
+# pass over their data (as max8), the GpSimd gathers, nonzero_with_count and sequence_bounds
+# as a tensor_copy of their output (input for nonzero_with_count) on GpSimd: assumptions,
+# their pages publish no cost.
 _COST_AS = {"nc_matmul_mx": "nc_matmul", "quantize_mx": "tensor_copy",
+            "rng": "tensor_copy", "rand2": "tensor_copy", "set_rng_seed": "tensor_copy",
+            "rand_set_state": "tensor_copy", "rand_get_state": "tensor_copy",
             "dma_transpose": "dma_copy", "dma_compute": "dma_copy", "sendrecv": "dma_copy",
             "sendrecv_wait": "core_barrier",
             "nc_stream_shuffle": "tensor_copy",
             "nc_find_index8": "tensor_reduce", "nc_match_replace8": "tensor_reduce",
             "nc_n_gather": "tensor_copy", "local_gather": "tensor_copy",
-            "nonzero_with_count": "tensor_copy",
+            "nonzero_with_count": "tensor_copy", "sequence_bounds": "tensor_copy",
             "scalar_tensor_tensor": "tensor_tensor", "tensor_scalar_reduce": "tensor_scalar",
             "tensor_copy_predicated": "tensor_copy", "max8": "tensor_reduce",
             "exponential": "tensor_scalar", "tensor_scalar_cumulative": "tensor_scalar",
             "activate2": "activation", "range_select": "select_reduce"}
 _FORMULA_OPERAND.update({"nc_matmul_mx": "moving", "quantize_mx": "dst",
+                         "rng": "dst", "rand2": "dst", "set_rng_seed": "src_seeds",
+                         "rand_set_state": "src_seeds", "rand_get_state": "dst",
                          "dma_transpose": "dst", "dma_compute": "dst", "sendrecv": "dst",
                          "nc_stream_shuffle": "src",
                          "nc_find_index8": "data", "nc_match_replace8": "data",
                          "nc_n_gather": "dst", "local_gather": "dst",
-                         "nonzero_with_count": "src",
+                         "nonzero_with_count": "src", "sequence_bounds": "dst",
                          "scalar_tensor_tensor": "data", "tensor_copy_predicated": "src",
                          "max8": "src", "exponential": "src",
                          "tensor_scalar_cumulative": "src", "range_select": "on_true_tile"})

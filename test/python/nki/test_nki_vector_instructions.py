@@ -438,3 +438,35 @@ def test_gpsimd_gathers_and_nonzero_with_count():
     with pytest.raises(nki.UnsupportedError, match="NeuronCore-v3"):
         nki.jit(platform_target="trn1")(lambda f: nisa.nonzero_with_count(
             dst=nl.ndarray((128, 9), nl.int32), src=load(f)))(row)
+
+
+def sequence_bounds_reference(sequence):
+    """The NumPy reference of AWS's test of sequence_bounds (aws-neuron-sdk
+    nki/test/test_nki_isa_sequence_bounds.py, compute_sequence_bounds), restated."""
+    n = len(sequence)
+    lo, hi = np.zeros(n), np.zeros(n)
+    lo[0] = 0 if sequence[0] != 0 else n
+    for i in range(1, n):
+        lo[i] = n if sequence[i] == 0 else lo[i - 1] if sequence[i] == sequence[i - 1] else i
+    hi[-1] = n if sequence[-1] != 0 else -1
+    for i in range(n - 2, -1, -1):
+        hi[i] = -1 if sequence[i] == 0 else hi[i + 1] if sequence[i] == sequence[i + 1] else i + 1
+    return np.vstack((lo, hi))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_sequence_bounds_matches_the_releases_reference(dtype):
+    example = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3]], dtype=dtype)   # the docstring's example
+    rng = np.random.default_rng(0)
+    packed = np.sort(rng.integers(0, 32, size=32)).reshape(1, 32).astype(dtype)
+
+    def kernel(ids):
+        out = nl.ndarray((1, 2, ids.shape[1]), ids.dtype)
+        nisa.sequence_bounds(dst=out, segment_ids=load(ids))
+        return store(out)
+
+    got = nki.simulate(kernel)(example)
+    np.testing.assert_array_equal(got[0], [[9, 1, 1, 3, 3, 3, 9, 7, 7],
+                                           [-1, 3, 3, 6, 6, 6, -1, 9, 9]])
+    np.testing.assert_array_equal(nki.simulate(kernel)(packed)[0],
+                                  sequence_bounds_reference(packed[0]))

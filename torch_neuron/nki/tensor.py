@@ -733,6 +733,14 @@ class NkiTensor:
                                    vector_offset, indirect_dim)
         base = target.data
         start = first_byte // target.dt.itemsize + int(offset or 0)
+        per_partition = math.prod(base.shape[1:])
+        if self.on_chip and pattern[0][0] == self.free_size * self.dt.itemsize \
+                // target.dt.itemsize and pattern[0][0] != per_partition:
+            # "the step of the first tuple in the AP must be equal to the number of elements in
+            # the free dimension of the tensor" (nki/deep-dives/nki-aps.rst): of the view .ap
+            # is called on, which steps one partition of the storage (AWS's TensorView builds
+            # such patterns on column slices of a tile, nki-library mlp_tkg).
+            pattern = [(per_partition, pattern[0][1])] + pattern[1:]
         lo = start + sum(min(0, (c - 1) * s) for s, c in pattern)
         hi = start + sum(max(0, (c - 1) * s) for s, c in pattern)
         if lo < 0 or hi >= base.size:
@@ -743,7 +751,6 @@ class NkiTensor:
                                  f".ap({[list(p) for p in pattern]}, offset={offset}) on "
                                  f"{self!r} addresses elements [{lo}, {hi}] of a storage of "
                                  f"{base.size}")
-        per_partition = math.prod(base.shape[1:])
         if self.on_chip and pattern[0][0] % per_partition and pattern[0][1] > 1:
             raise ShapeError(f".ap(): the first stride {pattern[0][0]} of an on-chip tensor "
                              f"must step whole partitions ({per_partition} elements)")

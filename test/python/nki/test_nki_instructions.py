@@ -536,6 +536,15 @@ def test_access_pattern_view_pools_windows():
         if use:
             store(view)
 
+    # .ap on a column slice of a tile steps partitions by the slice's own width (nki-aps.rst:
+    # "the number of elements in the free dimension of the tensor"), as AWS's TensorView does.
+    def column_slice(a):
+        t = load(a)
+        right = t.ap([[16, 4], [1, 8]], offset=8)          # columns 8..15 of a [4, 16] tile
+        return store(right.ap([[8, 4], [1, 8]], offset=0))
+
+    y = rand(4, 16)
+    np.testing.assert_array_equal(nki.simulate(column_slice)(y), y[:, 8:])
     nki.simulate(past_the_end)(x, False)
     with pytest.raises(nki.OutOfBoundsError, match="src: .* addresses elements"):
         nki.simulate(past_the_end)(x, True)

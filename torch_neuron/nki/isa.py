@@ -193,15 +193,19 @@ def _copy_engine_choices(ins: _Instruction, dst: NkiTensor, src: NkiTensor) -> t
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
-    """`dtype`: not in the stub's signature, but AWS's MXFP tutorial passes the destination's
-    dtype (nki-samples mxfp-matmul/mx_kernels.py, `tensor_copy(src=..., dst=..., dtype=)`),
-    a form of the earlier API whose result tile had no dst; accepted when it is dst's."""
+    """`dtype`: not in the stub's signature, but AWS's samples pass it (nki-samples
+    mxfp-matmul/mx_kernels.py, and matrix_multiplication's hoisted kernel with a bfloat16
+    dtype into a float32 dst), a leftover of the earlier API whose result tile had no dst.
+    The copy writes dst's dtype; a different dtype= gets a warning, not an error."""
     ins = _Instruction("tensor_copy")
     ins.tile(dst, "dst", read=False)
     ins.tile(src, "src")
     if dtype is not None and _dtypes.resolve(dtype) is not dst.dt:
-        raise ins.error(DtypeError, f"dtype={dtype} but dst is {dst.dtype}: the copy writes "
-                                    f"dst's dtype; drop dtype= or allocate dst as {dtype}")
+        import warnings
+
+        warnings.warn(f"{ins.source}: tensor_copy(dtype={_dtypes.resolve(dtype).name}) into a "
+                      f"{dst.dtype} dst: the current API has no dtype=; the copy writes "
+                      f"{dst.dtype}", stacklevel=3)
     ins.same_layout(dst, "dst", src, "src")
     eng = ins.engine(engine, ("VectorE", "ScalarE", "GpSimdE"), "VectorE")
     if eng == "ScalarE" and ins.target.nc_version == 2:

@@ -139,6 +139,21 @@ def test_nc_transpose(engine):
     np.testing.assert_array_equal(nki.simulate(kernel)(x), x.T)
 
 
+def test_tensor_copy_takes_the_samples_leftover_dtype_argument():
+    # AWS's samples still pass tensor_copy(..., dtype=): the copy writes dst's dtype; a
+    # different dtype= only warns.
+    x = rand(8, 16)
+
+    def kernel(a, dtype):
+        out = nl.ndarray((8, 16), nl.float32)
+        nisa.tensor_copy(dst=out, src=load(a), dtype=dtype)
+        return store(out)
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(x, nl.float32), x)
+    with pytest.warns(UserWarning, match="writes float32"):
+        np.testing.assert_array_equal(nki.simulate(kernel)(x, nl.bfloat16), x)
+
+
 def test_matmul_transpose_mode_is_bit_accurate_into_bf16_psum_from_neuroncore_v3():
     # Trainium2 guide, "Built-in Transpose Support": transpose mode transposes NaN/Inf
     # properly and gives "FP16/BF16 PSUM output for FP16/BF16 transpose".

@@ -187,7 +187,7 @@ class _Instruction:
         storage.sync()   # Note [Dtype views]
         self.run.used(storage.root)   # Note [Tiles freed at their last use]
         if storage.released is not None and not self.run.revive(storage.root):
-            if getattr(storage.root, "revivable", None):
+            if storage.root.revivable:
                 raise self.error(ReleasedTileError,
                                  f"{role} {t!r} was allocated in the last iteration of "
                                  f"{storage.released} and is used after it, but a tile "

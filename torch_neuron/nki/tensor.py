@@ -200,7 +200,7 @@ class KernelRun:
     def revive(self, storage) -> bool:
         """Takes a revivable released tile's bytes back if no live tile occupies them (Note
         [Tile lifetimes], scopes.py); whether it did."""
-        span = getattr(storage, "revivable", None)
+        span = storage.revivable
         alloc = self.allocators[storage.buffer.value]
         if span is None or any(lo < span[1] and span[0] < hi for lo, hi in alloc.live.values()):
             return False
@@ -317,6 +317,8 @@ class Storage:
         self.per_partition = math.prod(self.shape[1:])
         self.modified = False
         self.released: Optional[str] = None   # where its scope ended (Note [Tile lifetimes])
+        # The bytes it held when its loop's last iteration released it (KernelRun.revive).
+        self.revivable: Optional[tuple[int, int]] = None
         # PSUM elements whose last write was a matmul (None until a matmul writes): what a
         # later matmul may accumulate onto (see nc_matmul, "Accumulation mode").
         self.matmul_written: Optional[np.ndarray] = None
@@ -349,7 +351,6 @@ class Storage:
                 run.scopes.adopt(self)
                 if run.dies is not None:
                     run.track(self)
-
 
     # -- Note [Dtype views] --
     @property
@@ -712,7 +713,9 @@ class NkiTensor:
            indirect_dim=0, dtype=None) -> "NkiTensor":
         """An explicit access pattern `[[stride, count], ...]` over the storage, in elements
         from the view's start (plus `offset`), like torch.as_strided. On chip the first pair
-        steps over partitions (its stride a multiple of the elements per partition)."""
+        steps over partitions (its stride a multiple of the elements per partition, or the
+        view's own free size: one partition). A pattern outside the storage makes a view that
+        instructions refuse."""
         pattern = [(int(stride), int(count)) for stride, count in pattern]
         if not pattern or any(count <= 0 for _, count in pattern):
             raise ShapeError(f".ap({pattern}): counts must be positive")
@@ -747,7 +750,7 @@ class NkiTensor:
             # An error where an instruction uses it, not here: AWS's kernels build views they
             # use only under a condition (nki-library output_projection_tkg builds one per
             # packed PSUM slot and skips the slots past the end).
-            return _out_of_range(self, target, [c for _, c in pattern],
+            return _out_of_range(target, [c for _, c in pattern],
                                  f".ap({[list(p) for p in pattern]}, offset={offset}) on "
                                  f"{self!r} addresses elements [{lo}, {hi}] of a storage of "
                                  f"{base.size}")
@@ -927,7 +930,7 @@ class NkiTensor:
         return mask
 
 
-def _out_of_range(t: NkiTensor, storage: Storage, shape, why: str) -> NkiTensor:
+def _out_of_range(storage: Storage, shape, why: str) -> NkiTensor:
     """A view of `shape` that instructions refuse with `why` (NkiTensor.out_of_range)."""
     data = np.broadcast_to(np.zeros(1, dtype=storage.data.dtype), tuple(shape))
     view = NkiTensor(storage, data, np.broadcast_to(np.ones(1, dtype=bool), tuple(shape)))

@@ -89,16 +89,17 @@ def get_nc_sub_version() -> int:
 # hold stays), and the error comes from whichever instruction or kernel output reads those
 # results. Element maps: elementwise copies and arithmetic, result element = the same
 # element of each input (a [P, 1] operand or bias: its partition's element); dma_copy, the
-# same position in element order; nc_transpose, the transposed element; nc_matmul, result
-# [i, j] from stationary column i and moving column j; nc_stream_shuffle, the partition its
-# mask names. Every other instruction still raises. Not tracked: a matmul accumulating onto
+# same position in element order; nc_transpose, the transposed element; nc_matmul (and
+# nc_matmul_mx), result [i, j] from stationary column i and moving column j;
+# nc_stream_shuffle, the partition its mask names; local_gather, the element it gathers. Every other instruction still raises. Not tracked: a matmul accumulating onto
 # such results marks them written (their values keep the NaN, as in AWS's simulator).
 _PROPAGATES = frozenset({"tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
-                         "dma_copy", "nc_transpose", "nc_matmul", "nc_stream_shuffle"})
+                         "dma_copy", "nc_transpose", "nc_matmul", "nc_matmul_mx",
+                         "nc_stream_shuffle", "local_gather"})
 # The operands mapped element to element (not an index, nor a tile an instruction accumulates
 # into or reduces to registers).
 _PROPAGATED_ROLES = frozenset({"src", "data", "data1", "data2", "stationary", "moving",
-                               "operand0", "operand1", "bias"})
+                               "operand0", "operand1", "bias", "src_buffer"})
 
 
 def _result_unwritten(ins, dst) -> np.ndarray:
@@ -106,7 +107,7 @@ def _result_unwritten(ins, dst) -> np.ndarray:
     elements (Note [Results of unwritten memory])."""
     shape = ins.pf(dst)
     masks = {role: mask for role, _, mask in ins.unwritten}
-    if ins.name == "nc_matmul":
+    if ins.name in ("nc_matmul", "nc_matmul_mx"):
         out = np.zeros(shape, dtype=bool)
         if "stationary" in masks:
             out |= masks["stationary"].reshape(masks["stationary"].shape[0], -1).any(0)[:, None]
@@ -121,6 +122,8 @@ def _result_unwritten(ins, dst) -> np.ndarray:
         return mask.reshape(shape)
     if ins.name == "nc_stream_shuffle":   # one dst partition, from one src partition
         return ins.shuffle_row_unwritten.reshape(shape)
+    if ins.name == "local_gather":        # the gathered elements' own marks
+        return ins.gather_unwritten.reshape(shape)
     out = np.zeros(shape, dtype=bool)
     for mask in masks.values():
         rows = mask.reshape(mask.shape[0] if dst.on_chip else 1, -1)

@@ -98,8 +98,8 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
     idx = ins.values(index, "index")
     cores = P // _CORE_PARTITIONS
 
-    def gathered():
-        src = x.reshape(P, F)
+    def gather(src):
+        src = src.reshape(P, F)
         out = np.empty((P, valid * num_elem_per_idx), dtype=src.dtype)
         run = np.arange(num_elem_per_idx)
         for c in range(cores):
@@ -112,7 +112,14 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
             out[rows] = src[rows][:, where]
         return out
 
-    ins.write(dst, gathered)
+    if ins.unwritten:
+        # Note [Results of unwritten memory]: an element gathered from one never written is
+        # itself unwritten (AWS's moe_tkg gathers from a tile it wrote 2 partitions of).
+        # Predict-only knows no indices: what it gathers counts as written.
+        (_, _, mask), = ins.unwritten
+        ins.gather_unwritten = gather(mask) if ins.compute else \
+            np.zeros((P, valid * num_elem_per_idx), dtype=bool)
+    ins.write(dst, lambda: gather(x))
     ins.record("GpSimdE")
 
 

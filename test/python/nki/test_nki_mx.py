@@ -381,3 +381,34 @@ def test_memset_of_mx_data_and_scales_and_indirect_copies_of_mx_rows():
 
     with pytest.raises(nki.DtypeError, match="only value=0"):
         memset_x4(1.0)
+
+
+def test_mx_matmul_results_from_unwritten_columns_stay_unwritten():
+    # As nc_matmul (Note [Results of unwritten memory]): stationary columns never written give
+    # result rows never written, an error only where they are used.
+    x4 = "float8_e4m3fn_x4"
+    codes = random_codes((32, 16), x4)
+
+    def kernel(words, rows):
+        st = nl.ndarray((32, 8), dtype=x4, buffer=nl.sbuf)
+        nisa.dma_copy(dst=st[:, 0:4], src=words.view(x4))            # columns 4..7 never
+        mv = nl.ndarray((32, 4), dtype=x4, buffer=nl.sbuf)
+        nisa.dma_copy(dst=mv, src=words.view(x4))
+        scale = nl.ndarray((4, 8), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.memset(dst=scale, value=127)
+        acc = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul_mx(dst=acc, stationary=st, moving=mv, stationary_scale=scale,
+                          moving_scale=scale[:, 0:4])
+        res = nl.ndarray((rows, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc[0:rows, :])
+        out = nl.ndarray((rows, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    words = host_words(codes, x4)
+    want = mx_product(codes, np.full((4, 4), 127, np.uint8), codes, np.full((4, 4), 127,
+                                                                           np.uint8), x4, x4)
+    got = nki.jit(kernel, platform_target="trn3")(words, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(nki.UninitializedReadError):
+        nki.jit(kernel, platform_target="trn3")(words, 8)

@@ -470,3 +470,24 @@ def test_sequence_bounds_matches_the_releases_reference(dtype):
                                            [-1, 3, 3, 6, 6, 6, -1, 9, 9]])
     np.testing.assert_array_equal(nki.simulate(kernel)(packed)[0],
                                   sequence_bounds_reference(packed[0]))
+
+
+def test_local_gather_carries_unwritten_elements_as_unwritten():
+    # AWS's moe_tkg gathers from a tile it wrote 2 partitions of and uses only those rows
+    # (Note [Results of unwritten memory]).
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+
+    def kernel(a, rows):
+        src = nl.ndarray((16, 4), nl.float32)
+        nisa.dma_copy(dst=src[0:2, :], src=a)
+        idx = nl.ndarray((16, 1), nl.uint16)
+        nisa.memset(dst=idx, value=0)
+        dst = nl.ndarray((16, 16), nl.float32)
+        nisa.local_gather(dst=dst, src_buffer=src, index=idx, num_valid_indices=16)
+        out = nl.ndarray((rows, 16), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=dst[0:rows, :])
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(a, 2), np.repeat(a[:, :1], 16, axis=1))
+    with pytest.raises(nki.UninitializedReadError):
+        nki.simulate(kernel)(a, 3)

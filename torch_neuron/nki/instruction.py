@@ -91,8 +91,10 @@ def get_nc_sub_version() -> int:
 # element of each input (a [P, 1] operand or bias: its partition's element); dma_copy, the
 # same position in element order; nc_transpose, the transposed element; nc_matmul (and
 # nc_matmul_mx), result [i, j] from stationary column i and moving column j;
-# nc_stream_shuffle, the partition its mask names; local_gather, the element it gathers. Every other instruction still raises. Not tracked: a matmul accumulating onto
-# such results marks them written (their values keep the NaN, as in AWS's simulator).
+# nc_stream_shuffle, the partition its mask names; local_gather, the element it gathers;
+# sendrecv (isa_cores.py), the same element on the other core. Every other instruction still
+# raises. Not tracked: a matmul accumulating onto such results marks them written (their
+# values keep the NaN, as in AWS's simulator).
 _PROPAGATES = frozenset({"tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
                          "dma_copy", "nc_transpose", "nc_matmul", "nc_matmul_mx",
                          "nc_stream_shuffle", "local_gather"})

@@ -552,6 +552,14 @@ class NkiTensor:
     def on_chip(self) -> bool:
         return self._storage.on_chip
 
+    @property
+    def base_tensor(self) -> "NkiTensor":
+        """The whole tensor this is a view of, in the dtype it was allocated with. Not in the
+        release's stub, but AWS's kernels read it on views and on whole tensors alike
+        (nki-library d2ad3a5, gate_up_projection_mx.py: `weight.base_tensor.buffer`)."""
+        root = self._storage.root
+        return NkiTensor(root, root.data, root.written)
+
     def __repr__(self):
         return f"NkiTensor({self.name or '#%d' % self._storage.id}, shape={self.shape}, " \
                f"dtype={self.dtype}, buffer={self.buffer.space})"

@@ -139,6 +139,20 @@ def test_nc_transpose(engine):
     np.testing.assert_array_equal(nki.simulate(kernel)(x), x.T)
 
 
+def test_base_tensor_is_the_whole_tensor_a_view_belongs_to():
+    # Not in the stub; AWS's MX kernels read .base_tensor on views and whole tensors.
+    x = rand(8, 16)
+
+    def kernel(a):
+        t = load(a)
+        view = t[2:4, 3:9].view(nl.int32)
+        assert view.base_tensor.shape == (8, 16) and view.base_tensor.dtype == "float32"
+        assert a.base_tensor.buffer == a.buffer
+        return store(view.base_tensor)
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(x), x)
+
+
 def test_tensor_copy_takes_the_samples_leftover_dtype_argument():
     # AWS's samples still pass tensor_copy(..., dtype=): the copy writes dst's dtype; a
     # different dtype= only warns.

@@ -883,7 +883,7 @@ from torch_neuron.nki import isa_constants as constants  # noqa: E402,F401  (nki
 from torch_neuron.nki.isa_dma_compute import dma_compute  # noqa: E402,F401
 from torch_neuron.nki.isa_cores import core_barrier, sendrecv  # noqa: E402,F401
 from torch_neuron.nki.isa_gpsimd import (local_gather, nc_n_gather,  # noqa: E402,F401
-                                         nonzero_with_count, sequence_bounds)
+                                         nonzero_with_count, sequence_bounds, topk)
 from torch_neuron.nki.isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401
 from torch_neuron.nki.isa_random import (rand2, rand_get_state,  # noqa: E402,F401
                                          rand_set_state, rng, set_rng_seed)
@@ -913,11 +913,11 @@ for _name in ("dma_copy", "dma_transpose", "dma_compute", "tensor_copy", "memset
               "nc_stream_shuffle", "nc_n_gather", "local_gather", "nonzero_with_count",
               "register_load", "register_store", "nc_matmul_mx", "quantize_mx",
               "sequence_bounds", "rng", "rand2", "set_rng_seed", "rand_set_state",
-              "rand_get_state"):
+              "rand_get_state", "topk"):
     globals()[_name] = returning_handles(globals()[_name])
 del _name
 
-_NOT_IMPLEMENTED = ("topk",)
+_NOT_IMPLEMENTED: tuple = ()
 
 
 def __getattr__(name):

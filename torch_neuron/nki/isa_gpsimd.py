@@ -185,3 +185,76 @@ def sequence_bounds(dst, segment_ids, name=None):
 
     ins.write(dst, bounds)
     ins.record("GpSimdE")
+
+
+# topk's bounds (its docstring): 8 <= n < 65536, 1 <= K < 32768.
+_TOPK_N = (8, 65536)
+_TOPK_K = (1, 32768)
+
+
+def topk(val_dst, idx_dst, src, n, name=None):
+    """The K largest of each 16-partition group's n-element snake and their snake positions
+    (the docstring: "elements 0..15 fill partitions 0..15 of free-dim column 0, elements 16..31
+    fill column 1"), K the free size of val_dst. The results are written as a snake too:
+    result i (ascending) at partition i % 16, column i // 16 of the group, the layout AWS's
+    gpsimd_topk kernel de-snakes (nki-library, experimental/topk/gpsimd_topk.py: "the topk
+    leaves the unwritten snake positions [k, k_pad)" at "val_snake[pos % 16, pos // 16]"; it
+    trusts the set, not the hardware's order, which the docstring calls ascending)."""
+    ins = _Instruction("topk")
+    ins.tile(val_dst, "val_dst", read=False)
+    ins.tile(idx_dst, "idx_dst", read=False)
+    ins.tile(src, "src")
+    _sbuf_only(ins)
+    P, F = ins.pf(src)
+    K = val_dst.free_size
+    n = int(n)
+    if src.dtype != "bfloat16" or val_dst.dtype != "bfloat16" or idx_dst.dtype != "uint32":
+        raise ins.error(DtypeError, f"src {src.dtype}, val_dst {val_dst.dtype}, idx_dst "
+                                    f"{idx_dst.dtype}: topk takes bfloat16 values and uint32 "
+                                    f"indices")
+    if P % _CORE_PARTITIONS or ins.pf(val_dst) != (P, K) or ins.pf(idx_dst) != (P, K):
+        raise ins.error(ShapeError, f"src {src.shape}, val_dst {val_dst.shape}, idx_dst "
+                                    f"{idx_dst.shape}: the same partitions, a multiple of 16, "
+                                    f"and val_dst and idx_dst [partitions, K]")
+    if not (_TOPK_N[0] <= n < _TOPK_N[1] and _TOPK_K[0] <= K < _TOPK_K[1] and K <= n
+            and F * _CORE_PARTITIONS >= n):
+        raise ins.error(ShapeError, f"n={n}, K={K}, src free size {F}: topk needs "
+                                    f"8 <= n < 65536, 1 <= K < 32768, K <= n and src holding "
+                                    f"ceil(n / 16) columns")
+    columns = -(-K // _CORE_PARTITIONS)
+    groups = P // _CORE_PARTITIONS
+    x = ins.values(src, "src")
+
+    def selected():
+        snake = x.reshape(groups, _CORE_PARTITIONS, F).transpose(0, 2, 1).reshape(groups, -1)
+        snake = snake[:, :n].astype(np.float32)
+        top = np.argsort(-snake, axis=1, kind="stable")[:, :K][:, ::-1]   # ascending values
+        values = np.take_along_axis(snake, top, axis=1)
+        return values, top
+
+    def as_snake(a):
+        """[groups, K] results into each group's [16, ceil(K/16)] snake of dst's layout."""
+        out = np.zeros((groups, columns * _CORE_PARTITIONS), dtype=a.dtype)
+        out[:, :K] = a
+        return out.reshape(groups, columns, _CORE_PARTITIONS).transpose(0, 2, 1).reshape(
+            P, columns)
+
+    result = {}
+
+    def pick(which):
+        if not result:
+            result["values"], result["index"] = selected()
+        return as_snake(result[which])
+
+    # Only snake positions [0, K) are written: the first ceil(K / 16) columns, less the
+    # positions past K in the last one; the rest keep what they held.
+    position = np.arange(columns)[None, :] * _CORE_PARTITIONS + \
+        (np.arange(P) % _CORE_PARTITIONS)[:, None]
+    for dst, which in ((val_dst, "values"), (idx_dst, "index")):
+        cols = dst.reshape((P, K))[:, 0:columns]
+        kept = np.array(cols._data, copy=True), np.array(cols._written, copy=True)
+        ins.write(cols, lambda which=which: pick(which))
+        if (position >= K).any():
+            cols._data[...] = np.where(position >= K, kept[0], cols._data)
+            cols._written[...] = np.where(position >= K, kept[1], cols._written)
+    ins.record("GpSimdE", elements=4 * n + K)

@@ -56,7 +56,8 @@ _FULL_RATE_STRIDE_BYTES = 16
 # tensor_copy of its x4 dst: it "can quantize four input elements per partition, per cycle"
 # (same page, "MX data-type Quantization"), one x4 element per cycle. The random-number
 # instructions (isa_random.py) as a tensor_copy of the tile they write or read on their
-# engine: an assumption, their pages publish no cost.
+# engine: an assumption, their pages publish no cost. topk: its page's "4*n + K GpSIMD Engine
+# cycles per partition", as a GpSimd copy of that many elements (the record's `elements`).
 # dma_transpose: as the dma_copy of its bytes (isa.dma_transpose says why); dma_compute as a
 # dma_copy of its sources' bytes (an assumption, isa_dma_compute.py); sendrecv as a dma_copy of
 # its dst (isa_cores.py). nc_stream_shuffle:
@@ -64,7 +65,7 @@ _FULL_RATE_STRIDE_BYTES = 16
 # pass over their data (as max8), the GpSimd gathers, nonzero_with_count and sequence_bounds
 # as a tensor_copy of their output (input for nonzero_with_count) on GpSimd: assumptions,
 # their pages publish no cost.
-_COST_AS = {"nc_matmul_mx": "nc_matmul", "quantize_mx": "tensor_copy",
+_COST_AS = {"nc_matmul_mx": "nc_matmul", "quantize_mx": "tensor_copy", "topk": "tensor_copy",
             "rng": "tensor_copy", "rand2": "tensor_copy", "set_rng_seed": "tensor_copy",
             "rand_set_state": "tensor_copy", "rand_get_state": "tensor_copy",
             "dma_transpose": "dma_copy", "dma_compute": "dma_copy", "sendrecv": "dma_copy",
@@ -163,7 +164,8 @@ def encode(records, extra_reads=None, extra_writes=None
         reads = r.reads + tuple(extra_reads.get(i, ()))
         writes = r.writes + tuple(extra_writes.get(i, ()))
         rows[i] = (kind, _ENGINE_CODE[r.engine], r.dma_queue or 0, r.core,
-                   main.partitions or 1, main.elements_per_partition, stationary, in_dtype,
+                   main.partitions or 1, int(attrs.get("elements", main.elements_per_partition)),
+                   stationary, in_dtype,
                    _dtype(dst.dtype),
                    _OP_CODE.get(op, 0), flags, nbytes, int(attrs.get("descriptors", 0)),
                    len(reads), len(writes))

@@ -14,7 +14,7 @@ import torch_neuron.nki.isa as nisa
 import torch_neuron.nki.language as nl
 
 RNG = np.random.default_rng(1)
-VECTOR_GHZ, MIN_II = 0.96, 64
+VECTOR_GHZ, GPSIMD_GHZ, MIN_II = 0.96, 1.2, 64
 
 
 def rand(*shape):
@@ -491,3 +491,39 @@ def test_local_gather_carries_unwritten_elements_as_unwritten():
     np.testing.assert_array_equal(nki.simulate(kernel)(a, 2), np.repeat(a[:, :1], 16, axis=1))
     with pytest.raises(nki.UninitializedReadError):
         nki.simulate(kernel)(a, 3)
+
+
+def test_topk_finds_each_snakes_largest_values_and_their_positions():
+    # The docstring's example shape (n = 42 in 3 columns of a 16-partition snake), two
+    # groups, K = 20: results as a snake over the group's partitions (AWS's gpsimd_topk
+    # de-snakes position i from partition i % 16, column i // 16), positions >= K untouched.
+    rng = np.random.default_rng(4)
+    x = rng.permutation(32 * 3).reshape(32, 3).astype(np.float32) / 8   # distinct, exact in bf16
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a):
+        src = nl.ndarray((32, 3), nl.bfloat16)
+        nisa.dma_copy(dst=src, src=a)
+        val = nl.ndarray((32, 20), nl.bfloat16)
+        idx = nl.ndarray((32, 20), nl.uint32)
+        nisa.memset(dst=val, value=-1.0)
+        nisa.memset(dst=idx, value=7)
+        nisa.topk(val_dst=val, idx_dst=idx, src=src, n=42)
+        outs = [nl.ndarray((32, 20), t.dtype, buffer=nl.shared_hbm) for t in (val, idx)]
+        for o, t in zip(outs, (val, idx)):
+            nisa.dma_copy(dst=o, src=t)
+        return outs
+
+    p = nki.profile(kernel, x)
+    val, idx = p.run.result
+    for g in range(2):
+        snake = x[16 * g:16 * g + 16].T.reshape(-1)[:42]
+        got_val = val[16 * g:16 * g + 16, :2].T.reshape(-1)
+        got_idx = idx[16 * g:16 * g + 16, :2].T.reshape(-1)
+        np.testing.assert_array_equal(got_val[:20], np.sort(snake)[-20:])
+        np.testing.assert_array_equal(snake[got_idx[:20]], got_val[:20])
+        assert (got_val[20:] == -1).all() and (got_idx[20:] == 7).all()    # untouched
+    assert (val[:, 2:] == -1).all()
+    i = [n for n, r in enumerate(p.records) if r.name == "topk"][0]
+    t = p.instruction(i)
+    assert (t.end_us - t.start_us) * 1e3 == pytest.approx((4 * 42 + 20) / GPSIMD_GHZ)

@@ -343,9 +343,43 @@ def _unary_call(op: _Operator):
         elif op.alu == "bitvec":
             _isa.tensor_scalar(dst=out, data=x, op0=op, operand0=None)
         else:
-            raise _UnsupportedError(f"nl.{op.name} as a function is not implemented")
+            _BUILT[op.name](out, x)
         return out
     return call
+
+
+# nl functions no engine has as one instruction (neither an ALU operator nor an activation
+# function), built from ones that are: an assumption, the stub gives only their NumPy
+# meaning. cos(x) = sin(x + pi/2), one activation with a bias; tan = sin / cos; floor(x) =
+# x - mod(x, 1) and trunc(x) = x - fmod(x, 1), each one scalar_tensor_tensor; ceil(x) =
+# x + mod(-x, 1). All exact in float32 but for sin's own rounding.
+def _cos(out, x):
+    _isa.activation(dst=out, op=_OPERATORS["sin"], data=x, bias=float(np.pi / 2))
+
+
+def _tan(out, x):
+    s, c = ndarray(out.shape, float32, sbuf), ndarray(out.shape, float32, sbuf)
+    _isa.activation(dst=s, op=_OPERATORS["sin"], data=x)
+    _cos(c, x)
+    _isa.tensor_tensor(dst=out, data1=s, data2=c, op=_OPERATORS["divide"])
+
+
+def _minus_fraction(mod):
+    def build(out, x):
+        _isa.scalar_tensor_tensor(dst=out, data=x, op0=_OPERATORS[mod], operand0=1.0,
+                                  op1=_OPERATORS["subtract"], operand1=x, reverse1=True)
+    return build
+
+
+def _ceil(out, x):
+    m = ndarray(out.shape, float32, sbuf)
+    _isa.tensor_scalar(dst=m, data=x, op0=_OPERATORS["multiply"], operand0=-1.0,
+                       op1=_OPERATORS["mod"], operand1=1.0)
+    _isa.tensor_tensor(dst=out, data1=x, data2=m, op=_OPERATORS["add"])
+
+
+_BUILT = {"cos": _cos, "tan": _tan, "floor": _minus_fraction("mod"),
+          "trunc": _minus_fraction("fmod"), "ceil": _ceil}
 
 
 for _name, _op in _OPERATORS.items():

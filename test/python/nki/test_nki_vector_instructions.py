@@ -527,3 +527,21 @@ def test_topk_finds_each_snakes_largest_values_and_their_positions():
     i = [n for n, r in enumerate(p.records) if r.name == "topk"][0]
     t = p.instruction(i)
     assert (t.end_us - t.start_us) * 1e3 == pytest.approx((4 * 42 + 20) / GPSIMD_GHZ)
+
+
+@pytest.mark.parametrize("name,ref", [("cos", np.cos), ("tan", np.tan), ("floor", np.floor),
+                                      ("ceil", np.ceil), ("trunc", np.trunc)])
+def test_nl_functions_built_from_other_instructions(name, ref):
+    # The stub gives their NumPy meaning only; language.py builds them from sin, mod and fmod.
+    x = np.random.default_rng(3).uniform(-6, 6, (16, 32)).astype(np.float32)
+    x[0, :6] = [-2.0, 2.0, -0.5, 0.5, -1.5, 3.0]
+    x = np.where(np.abs(np.cos(x)) < 0.1, 0.25, x).astype(np.float32)   # tan's poles
+
+    def kernel(a):
+        return store(getattr(nl, name)(load(a)))
+
+    got = nki.simulate(kernel)(x)
+    if name in ("floor", "ceil", "trunc"):
+        np.testing.assert_array_equal(got, ref(x))
+    else:
+        np.testing.assert_allclose(got, ref(x), rtol=1e-5, atol=1e-6)

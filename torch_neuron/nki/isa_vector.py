@@ -17,8 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from torch_neuron.nki.errors import (DtypeError, MemorySpaceError, NkiValidationError,
-                                     ShapeError, TileSizeError, UninitializedReadError,
-                                     UnsupportedError)
+                                     ShapeError, TileSizeError, UninitializedReadError)
 from torch_neuron.nki.instruction import _Instruction, _scalar_regs, _vector_regs, reduce_cmd
 
 _CMD = reduce_cmd  # the enum, where a parameter of the same name (as in the stub) hides it
@@ -401,12 +400,11 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
     if (op0.name, op1.name) not in pairs:
         raise ins.error(NkiValidationError, f"(op0, op1) = (nl.{op0.name}, nl.{op1.name}); "
                                             f"activate2 takes {sorted(pairs)}")
-    if not (np.isscalar(relu_param) and relu_param == 0):
-        raise ins.error(UnsupportedError, "relu_param (parameterized activation functions) is "
-                                          "not implemented")
     P = data.shape[0]
     v0 = ins.scalar_or_vector(imm0, "imm0", P)
     v1 = ins.scalar_or_vector(imm1, "imm1", P)
+    # "parameter for parameterized activation functions (e.g., PReLU)": the others ignore it.
+    slope = ins.scalar_or_vector(relu_param, "relu_param", P)
     x = ins.f32(data, "data")
     regs = _scalar_regs(ins.run)
     key = ins.run.program_id
@@ -428,7 +426,9 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
         if "y" not in cache:
             t = apply(op0, v0, x) if reverse0 else apply(op0, x, v0)
             t = apply(op1, v1, t) if reverse1 else apply(op1, t, v1)
-            cache["y"] = apply(op, np.asarray(t, np.float32)).astype(np.float32)
+            t = np.asarray(t, np.float32)
+            cache["y"] = (np.where(t > 0, t, slope * t) if op.name == "prelu" else
+                          apply(op, t)).astype(np.float32)
             if reduce_cmd in (_CMD.reduce, _CMD.reset_reduce):
                 regs[key][:P] += cache["y"].sum(axis=1, dtype=np.float32)
         return cache["y"]

@@ -173,7 +173,7 @@ def rand(shape, dtype, buffer=sbuf, name="") -> NkiTensor:
     bits = ndarray(shape, uint16, sbuf)
     _isa.rng(dst=bits)
     t = ndarray(shape, dtype, buffer if buffer is psum else sbuf, name)
-    _isa.tensor_scalar(dst=t, data=bits, op0=multiply, operand0=2.0 ** -16)
+    _isa.tensor_scalar(dst=t, data=bits, op0=_OPERATORS["multiply"], operand0=2.0 ** -16)
     if buffer in (sbuf, psum):
         return t
     out = ndarray(shape, dtype, buffer, name)
@@ -704,7 +704,7 @@ def expand_dims(x, axis) -> NkiTensor:
     return x.expand_dim(int(axis) % (x.ndim + 1))
 
 
-_NOT_IMPLEMENTED = ("prelu",)
+_NOT_IMPLEMENTED: tuple = ()
 
 
 def __getattr__(name):

@@ -150,6 +150,9 @@ _ALL = [
     _act("abs", np.abs, "arith"),
     _act("square", np.square, "arith"),
     _act("relu", lambda x: np.maximum(x, 0.0), "arith"),
+    # PReLU: x, or relu_param * x below 0 (activate2's "parameterized activation functions
+    # (e.g., PReLU)"); without a parameter (activation, or relu_param=0) it is relu.
+    _act("prelu", lambda x: np.maximum(x, 0.0)),
     _act("rsqrt", lambda x: 1.0 / np.sqrt(x), "arith"),
     _act("reciprocal", lambda x: 1.0 / x, "arith"),
     # activation functions (Scalar Engine)

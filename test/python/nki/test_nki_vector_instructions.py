@@ -340,6 +340,24 @@ def test_activate2_on_neuroncore_v4():
         nki.jit(bad, platform_target="trn3")(x, b)
 
 
+def test_activate2_prelu_takes_its_slope_from_relu_param():
+    # "relu_param: scalar or vector parameter for parameterized activation functions (e.g.,
+    # PReLU)"; the docstring's stage 2: dst = op(val, relu_param=relu_param).
+    x, slope = rand(16, 48), np.linspace(0.0, 0.5, 16, dtype=np.float32).reshape(16, 1)
+
+    def kernel(a, s, per_partition):
+        out = nl.ndarray(a.shape, nl.float32)
+        nisa.activate2(dst=out, op=nl.prelu, data=load(a), imm0=2.0, imm1=0.0,
+                       op0=nl.multiply, op1=nl.bypass,
+                       relu_param=load(s) if per_partition else 0.1)
+        return store(out)
+
+    k = nki.jit(kernel, platform_target="trn3")
+    np.testing.assert_allclose(k(x, slope, True), np.where(x > 0, 2 * x, slope * 2 * x),
+                               rtol=1e-6)
+    np.testing.assert_allclose(k(x, slope, False), np.where(x > 0, 2 * x, 0.2 * x), rtol=1e-6)
+
+
 def test_range_select_masks_by_free_index_and_takes_row_maxima():
     x = rand(8, 64)
     lo = np.arange(8, dtype=np.float32)[:, None] * 4      # a band per row

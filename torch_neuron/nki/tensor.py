@@ -553,6 +553,21 @@ class NkiTensor:
         return self._storage.on_chip
 
     @property
+    def strides(self) -> tuple[int, ...]:
+        """Element steps of each dimension over the storage (the stub's NkiTensor.strides)."""
+        item = self._data.itemsize
+        return tuple(s // item for s in self._data.strides)
+
+    @property
+    def offset(self) -> int:
+        """The view's first element in its storage."""
+        return self._first_element()
+
+    def get_pattern(self) -> list[list[int]]:
+        """The view as an access pattern, `[[stride, count], ...]` (for `.ap`)."""
+        return [[s, n] for s, n in zip(self.strides, self.shape)]
+
+    @property
     def base_tensor(self) -> "NkiTensor":
         """The whole tensor this is a view of, in the dtype it was allocated with. Not in the
         release's stub, but AWS's kernels read it on views and on whole tensors alike
@@ -710,8 +725,17 @@ class NkiTensor:
         return self[tuple(key)]
 
     def select(self, dim: int, index) -> "NkiTensor":
+        if isinstance(index, NkiTensor):
+            # Dynamic select: the element along `dim` read from `index` when the DMA runs
+            # (the stub's select; Note [Indirect DMA]), as .ap(scalar_offset=index).
+            if self.on_chip and dim == 0:
+                raise ShapeError("a dynamic select on an on-chip tensor cannot take the "
+                                 "partition dimension (dim 0)")
+            pattern = [[s, n] for d, (s, n) in enumerate(zip(self.strides, self.shape))
+                       if d != dim]
+            return self.ap(pattern, offset=0, scalar_offset=index, indirect_dim=dim)
         if not isinstance(index, (int, np.integer)):
-            raise UnsupportedError("dynamic select (an NkiTensor index) is not implemented")
+            raise ShapeError(f"select index {index!r} must be an int or an NkiTensor")
         self._check_partition_dim(dim, "select")
         key = [slice(None)] * self.ndim
         key[dim] = int(index)
@@ -721,9 +745,8 @@ class NkiTensor:
            indirect_dim=0, dtype=None) -> "NkiTensor":
         """An explicit access pattern `[[stride, count], ...]` over the storage, in elements
         from the view's start (plus `offset`), like torch.as_strided. On chip the first pair
-        steps over partitions (its stride a multiple of the elements per partition, or the
-        view's own free size: one partition). A pattern outside the storage makes a view that
-        instructions refuse."""
+        steps one partition (its stride the elements per partition, or the view's own free
+        size). A pattern outside the storage makes a view that instructions refuse."""
         pattern = [(int(stride), int(count)) for stride, count in pattern]
         if not pattern or any(count <= 0 for _, count in pattern):
             raise ShapeError(f".ap({pattern}): counts must be positive")
@@ -762,9 +785,12 @@ class NkiTensor:
                                  f".ap({[list(p) for p in pattern]}, offset={offset}) on "
                                  f"{self!r} addresses elements [{lo}, {hi}] of a storage of "
                                  f"{base.size}")
-        if self.on_chip and pattern[0][0] % per_partition and pattern[0][1] > 1:
+        if self.on_chip and pattern[0][0] != per_partition and pattern[0][1] > 1:
+            # "the access on the partition dimension must be contiguous" (nki-aps.rst, which
+            # gives reading every other partition as the illegal example).
             raise ShapeError(f".ap(): the first stride {pattern[0][0]} of an on-chip tensor "
-                             f"must step whole partitions ({per_partition} elements)")
+                             f"must step one partition ({per_partition} elements, or the "
+                             f"view's own free size {self.free_size})")
         return _strided(target, start, [c for _, c in pattern], [s for s, _ in pattern])
 
     def view(self, dtype) -> "NkiTensor":
@@ -804,12 +830,23 @@ class NkiTensor:
         return _strided(target, self._first_element(), self.shape,
                         [s // item for s in self._data.strides])
 
+    def vector_select(self, dim: int, vector_offset: "NkiTensor") -> "NkiTensor":
+        """Each partition p reads the row vector_offset[p] along dim 0 of an HBM tensor (the
+        stub's vector_select), as .ap(vector_offset=...)."""
+        if dim != 0:
+            raise ShapeError(f"vector_select(dim={dim}): dim must be 0")
+        if self.on_chip:
+            raise UnsupportedError(f"vector_select on {self!r}: only HBM tensors")
+        pattern = [[self.strides[0], vector_offset.shape[0]]] + \
+            [[s, n] for s, n in zip(self.strides[1:], self.shape[1:])]
+        return self.ap(pattern, offset=0, vector_offset=vector_offset, indirect_dim=0)
+
     def _unsupported(self, *args, **kwargs):
-        raise UnsupportedError("reinterpret_cast, vector_select, rearrange and tensor "
-                               "indirection are not implemented yet (use .view(dtype) to "
+        raise UnsupportedError("reinterpret_cast, rearrange and tensor indirection "
+                               "(.indirect) are not implemented yet (use .view(dtype) to "
                                "reinterpret a tensor's bytes)")
 
-    reinterpret_cast = vector_select = indirect = rearrange = _unsupported
+    reinterpret_cast = indirect = rearrange = _unsupported
 
     def is_contiguous(self) -> bool:
         data = self._data[0] if self.on_chip else self._data

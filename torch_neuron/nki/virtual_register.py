@@ -31,10 +31,25 @@ class VirtualRegister:
 
     def __index__(self):
         raise TypeError("a VirtualRegister's value is known only on the device: use it as a "
-                        "loop bound (nl.fori_loop, nl.dynamic_range) or as a scalar_offset, "
-                        "not in Python control flow")
+                        "loop bound (nl.fori_loop, nl.dynamic_range, while reg:) or as a "
+                        "scalar_offset, not as a number")
 
-    __int__ = __bool__ = __index__
+    __int__ = __index__
+
+    # How many times one register may be tested (`while reg:`) before the loop counts as
+    # endless: a while_loop's limit (registers.WHILE_LOOP_LIMIT), so a body that never clears
+    # its register raises instead of hanging the process.
+    TESTS_LIMIT = 1 << 20
+
+    def __bool__(self):
+        """`while reg:` ("bare while reg: [is] supported by the parser frontend", the stub's
+        VirtualRegister note): the register's value is not zero."""
+        self._tests = getattr(self, "_tests", 0) + 1
+        if self._tests > self.TESTS_LIMIT:
+            raise UnsupportedError(f"a register was tested {self.TESTS_LIMIT} times without "
+                                   f"becoming 0: a `while reg:` body must update it "
+                                   f"(register_load or register_move)")
+        return self.value("while reg:") != 0
 
     def __repr__(self):
         return f"VirtualRegister({self._value if self._known else '?'})"

@@ -139,6 +139,35 @@ def test_nc_transpose(engine):
     np.testing.assert_array_equal(nki.simulate(kernel)(x), x.T)
 
 
+def test_view_patterns_and_dynamic_selects_as_the_stub_describes_them():
+    # strides / offset / get_pattern, vector_select and a dynamic select (the stub's
+    # NkiTensor docstrings); an access pattern stepping over partitions is illegal
+    # (nki-aps.rst: "reads every other partition").
+    rows = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+    cube = np.arange(4 * 128 * 8, dtype=np.float32).reshape(4, 128, 8)
+
+    def kernel(a, c):
+        t = nl.ndarray((128, 64), nl.float32)
+        view = t.slice(1, 8, 24)
+        assert view.get_pattern() == [[64, 128], [1, 16]] and view.offset == 8
+        assert t.strides == (64, 1)
+        offsets = nl.ndarray((64, 1), nl.int32)
+        nisa.iota(offsets, [[1, 1]], 0, 2)                       # rows 0, 2, 4, ...
+        every_other = nl.ndarray((64, 512), nl.float32)
+        nisa.dma_copy(dst=every_other, src=a.vector_select(0, offsets))
+        index = nl.ndarray((1, 1), nl.int32)
+        nisa.memset(dst=index, value=2)
+        plane = nl.ndarray((128, 8), nl.float32)
+        nisa.dma_copy(dst=plane, src=c.select(0, index))
+        return store(every_other), store(plane)
+
+    every_other, plane = nki.simulate(kernel)(rows, cube)
+    np.testing.assert_array_equal(every_other, rows[0::2])
+    np.testing.assert_array_equal(plane, cube[2])
+    with pytest.raises(nki.ShapeError, match="step one partition"):
+        nki.simulate(lambda: nl.ndarray((16, 32), nl.float32).ap([[64, 8], [1, 32]]))()
+
+
 def test_base_tensor_is_the_whole_tensor_a_view_belongs_to():
     # Not in the stub; AWS's MX kernels read .base_tensor on views and whole tensors.
     x = rand(8, 16)

@@ -98,13 +98,41 @@ def test_while_loop_and_register_moves_and_stores():
     assert stored[0, 0] == 7 and total[0, 0] == 7.0
 
 
-def test_registers_refuse_python_control_flow_and_endless_loops(monkeypatch):
-    def python_if():
-        if nisa.register_alloc(1):
+def test_registers_refuse_python_numbers_and_endless_loops(monkeypatch):
+    def python_int():
+        return int(nisa.register_alloc(1))
+
+    with pytest.raises(TypeError, match="not as a number"):
+        nki.simulate(python_int)()
+
+    # The stub's bare `while reg:` (its VirtualRegister example): the body reloads the
+    # register from a tile it counts down.
+    def bare_while():
+        cond = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=cond, value=3)
+        passes = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=passes, value=0.0)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, cond)
+        while reg:
+            nisa.tensor_scalar(dst=passes, data=passes, op0=nl.add, operand0=1.0)
+            nisa.tensor_scalar(dst=cond, data=cond, op0=nl.subtract, operand0=1)
+            nisa.register_load(reg, cond)
+        out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=passes)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(bare_while)(), [[3.0]])
+
+    def endless_bare():
+        reg = nisa.register_alloc(1)
+        while reg:
             pass
 
-    with pytest.raises(TypeError, match="Python control flow"):
-        nki.simulate(python_if)()
+    from torch_neuron.nki.virtual_register import VirtualRegister
+    monkeypatch.setattr(VirtualRegister, "TESTS_LIMIT", 50)
+    with pytest.raises(nki.UnsupportedError, match="tested 50 times"):
+        nki.simulate(endless_bare)()
 
     def endless():
         nl.while_loop(nisa.register_alloc(1), lambda r: r)

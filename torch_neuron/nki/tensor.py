@@ -841,12 +841,44 @@ class NkiTensor:
             [[s, n] for s, n in zip(self.strides[1:], self.shape[1:])]
         return self.ap(pattern, offset=0, vector_offset=vector_offset, indirect_dim=0)
 
-    def _unsupported(self, *args, **kwargs):
-        raise UnsupportedError("reinterpret_cast, rearrange and tensor indirection "
-                               "(.indirect) are not implemented yet (use .view(dtype) to "
-                               "reinterpret a tensor's bytes)")
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None) -> "NkiTensor":
+        """einops-style: split the grouped source dims, reorder, merge the grouped destination
+        dims (the stub's rearrange), as a view: reshape, permute, reshape."""
+        fixed = dict(fixed_sizes or {})
 
-    reinterpret_cast = indirect = rearrange = _unsupported
+        def names(pattern):
+            return [tuple(p) if isinstance(p, (tuple, list)) else (p,) for p in pattern]
+
+        src, dst = names(src_pattern), names(dst_pattern)
+        if len(src) != self.ndim:
+            raise ShapeError(f"rearrange{tuple(src_pattern)}: {len(src)} dims for a "
+                             f"{self.ndim}-d tensor {self.shape}")
+        sizes = {}
+        for group, n in zip(src, self.shape):
+            unknown = [g for g in group if g not in fixed]
+            known = math.prod(fixed[g] for g in group if g in fixed)
+            if len(unknown) > 1 or (not unknown and known != n) or n % known:
+                raise ShapeError(f"rearrange: dims {group} cannot split {n} with sizes {fixed}")
+            for g in group:
+                sizes[g] = fixed.get(g, n // known)
+        flat_src = [g for group in src for g in group]
+        flat_dst = [g for group in dst for g in group]
+        if sorted(flat_src) != sorted(flat_dst) or len(set(flat_src)) != len(flat_src):
+            raise ShapeError(f"rearrange: {tuple(dst_pattern)} must name the dims of "
+                             f"{tuple(src_pattern)} once each")
+        if self.on_chip and (src[0] != dst[0] or len(src[0]) != 1):
+            raise ShapeError(f"rearrange of {self!r}: the partition dim (dim 0) must stay "
+                             f"first and whole")
+        split = self.reshape(tuple(sizes[g] for g in flat_src))
+        moved = split.permute(tuple(flat_src.index(g) for g in flat_dst))
+        return moved.reshape(tuple(math.prod(sizes[g] for g in group) for group in dst))
+
+    def _unsupported(self, *args, **kwargs):
+        raise UnsupportedError("reinterpret_cast and tensor indirection (.indirect) are not "
+                               "implemented yet (use .view(dtype) to reinterpret a tensor's "
+                               "bytes)")
+
+    reinterpret_cast = indirect = _unsupported
 
     def is_contiguous(self) -> bool:
         data = self._data[0] if self.on_chip else self._data

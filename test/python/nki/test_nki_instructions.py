@@ -168,6 +168,28 @@ def test_view_patterns_and_dynamic_selects_as_the_stub_describes_them():
         nki.simulate(lambda: nl.ndarray((16, 32), nl.float32).ap([[64, 8], [1, 32]]))()
 
 
+def test_rearrange_splits_reorders_and_merges_as_a_view():
+    # The stub's example: (128, 24) -> ('b', ('h', 'w')) -> ('b', 'w', 'h') with h = 4; and an
+    # HBM tensor's two dims merged after a reorder that keeps them adjacent.
+    x = np.arange(128 * 24, dtype=np.float32).reshape(128, 24)
+    y = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+
+    def kernel(a, b):
+        t = load(a)
+        r = t.rearrange(("b", ("h", "w")), ("b", "w", "h"), {"h": 4})
+        assert r.shape == (128, 6, 4)
+        out = nl.ndarray(r.shape, nl.float32)
+        nisa.tensor_copy(dst=out, src=r)
+        merged = b.rearrange(("x", "y", "z"), (("x", "y"), "z"))
+        return store(out), store(load(merged))
+
+    out, merged = nki.simulate(kernel)(x, y)
+    np.testing.assert_array_equal(out, x.reshape(128, 4, 6).transpose(0, 2, 1))
+    np.testing.assert_array_equal(merged, y.reshape(6, 4))
+    with pytest.raises(nki.ShapeError, match="partition dim"):
+        nki.simulate(lambda a: load(a).rearrange(("b", "c"), ("c", "b")))(x)
+
+
 def test_base_tensor_is_the_whole_tensor_a_view_belongs_to():
     # Not in the stub; AWS's MX kernels read .base_tensor on views and whole tensors.
     x = rand(8, 16)

@@ -113,6 +113,14 @@ def resolve(dtype) -> DType:
             return BY_NAME[_FROM_NUMPY[np.dtype(dtype)]]
         except (TypeError, KeyError):
             pass
+        try:
+            # ml_dtypes' bfloat16 and float8 NumPy dtypes, by name: the arrays AWS's simulator
+            # takes for low-precision inputs (nki/guides/nki_simulator.rst).
+            named = BY_NAME.get(np.dtype(dtype).name)
+            if named is not None and named.narrow:
+                return named
+        except TypeError:
+            pass
         name = _torch_names().get(dtype)
         if name:
             return BY_NAME[name]

@@ -24,8 +24,11 @@ def kernel_source_line() -> str:
     return "<unknown>:0"
 
 
-class NkiValidationError(Exception):
-    """A kernel broke a rule of the hardware or of the NKI API."""
+class NkiValidationError(AssertionError):
+    """A kernel broke a rule of the hardware or of the NKI API. Also an AssertionError: AWS's
+    simulator reports these rules as assertions (nki/guides/nki_simulator.rst: "AssertionError:
+    tensor_tensor data1 partition dimension 256 exceeds maximum 128"), so tests written
+    against it catch ours."""
 
     rule = "NKI rule"
 

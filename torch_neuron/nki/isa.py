@@ -53,6 +53,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     ins.tile(dst, "dst", on_chip=False, spaces=("sbuf", "private_hbm", "shared_hbm"),
              read=False)
     ins.tile(src, "src", on_chip=False, spaces=("sbuf", "private_hbm", "shared_hbm"))
+    _dge_rules(ins, _dge(dge_mode), engine, src.is_indirect() or dst.is_indirect())
     if dst.size != src.size:
         raise ins.error(ShapeError, f"src {src.shape} has {src.size} elements, dst {dst.shape} "
                                     f"has {dst.size}: they must match")
@@ -75,6 +76,25 @@ _DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
 _DGE = dge_mode   # dma_transpose's argument of the same name hides the enum
+
+
+def _dge_rules(ins: _Instruction, mode, trigger, indirect: bool) -> None:
+    """A dma_copy's descriptor generation (nki/deep-dives/nki-dge.rst, "Mode Selection
+    Summary"): hardware DGE from NeuronCore-v3, triggered by the Scalar or Sync Engine, and
+    neither it nor precomputed descriptors (none) serve an indirect access."""
+    if mode is _DGE.hwdge:
+        if ins.target.nc_version < 3:
+            raise ins.error(UnsupportedError, f"dge_mode=hwdge needs NeuronCore-v3 or newer "
+                                              f"(a hardware DGE block); the target is "
+                                              f"{ins.target.core}")
+        if trigger not in (None, engine.unknown, engine.scalar, engine.sync):
+            raise ins.error(NkiValidationError, f"engine={trigger}: with dge_mode=hwdge only "
+                                                f"nisa.engine.scalar and nisa.engine.sync "
+                                                f"trigger the DGE")
+    if indirect and mode in (_DGE.hwdge, _DGE.none):
+        raise ins.error(NkiValidationError, f"dge_mode={mode.name} does not serve an indirect "
+                                            f"(vector_offset / scalar_offset) access: use "
+                                            f"swdge or unknown")
 
 
 def _dge(mode) -> dge_mode:

@@ -299,9 +299,13 @@ class no_reorder:
     def __enter__(self):
         self._run = _current_run("nl.no_reorder")
         self._first = len(self._run.records)
+        # A dynamic loop may not start inside (registers.py): "This is NOT supported and will
+        # error" (nki/deep-dives/nki-dynamic-loops.rst, no_reorder around dynamic_range).
+        self._run.no_reorder_depth = getattr(self._run, "no_reorder_depth", 0) + 1
         return self
 
     def __exit__(self, *exc):
+        self._run.no_reorder_depth -= 1
         if exc[0] is None:
             run = self._run
             for i in range(self._first + 1, len(run.records)):

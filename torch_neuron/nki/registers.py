@@ -20,7 +20,7 @@ from typing import Optional
 
 import numpy as np
 
-from torch_neuron.nki.errors import ShapeError, UnsupportedError
+from torch_neuron.nki.errors import NkiValidationError, ShapeError, UnsupportedError
 from torch_neuron.nki.instruction import _Instruction
 from torch_neuron.nki.scopes import scoped
 from torch_neuron.nki.tensor import NkiTensor, current_run
@@ -80,10 +80,19 @@ def register_store(dst: NkiTensor, src: VirtualRegister) -> None:
         ins.write(dst, None)
 
 
+def _not_in_no_reorder(what: str) -> None:
+    """Dynamic loops cannot start inside nl.no_reorder: "This is NOT supported and will error"
+    (nki/deep-dives/nki-dynamic-loops.rst); a no_reorder inside the loop's body is fine."""
+    if getattr(current_run(what), "no_reorder_depth", 0):
+        raise NkiValidationError(f"{what} inside nl.no_reorder(): a dynamic loop cannot be "
+                                 f"reordered as a block; put the no_reorder inside its body")
+
+
 def dynamic_range(start, stop=None, step=1):
     """range(start, stop, step) with register bounds read when the loop starts. The loop's
     instructions wait for the memory its bounds were loaded from (the sequencer branches on
     them)."""
+    _not_in_no_reorder("nl.dynamic_range")
     if isinstance(step, VirtualRegister) or int(step) <= 0:
         raise ShapeError(f"dynamic_range: step={step!r} must be a positive compile-time integer")
     if stop is None:
@@ -122,6 +131,7 @@ def fori_loop(lower, upper, body_fun, step=1) -> None:
 
 def while_loop(init: VirtualRegister, body_fun) -> None:
     """r = init; while r != 0: r = body_fun(r)."""
+    _not_in_no_reorder("nl.while_loop")
     if not isinstance(init, VirtualRegister):
         raise ShapeError(f"while_loop: init {init!r} must be a VirtualRegister")
     r = init

@@ -758,6 +758,12 @@ class NkiTensor:
         if first_byte % target.dt.itemsize:
             raise ShapeError(f".ap(dtype={target.dt.name}) on {self!r}: the view starts at byte "
                              f"{first_byte}, not a multiple of {target.dt.itemsize}")
+        if isinstance(scalar_offset, (int, np.integer)) and vector_offset is None:
+            # A compile-time offset (a dynamic_range loop's index, which this simulator knows):
+            # the same elements as the run-time offset would address, a static view.
+            step = self._data.strides[int(indirect_dim)] // self._data.itemsize \
+                * self.dt.itemsize // target.dt.itemsize
+            offset, scalar_offset = int(offset or 0) + int(scalar_offset) * step, None
         if scalar_offset is not None or vector_offset is not None:
             if target.dt.itemsize != self.dt.itemsize:
                 raise UnsupportedError(f".ap(dtype={target.dt.name}) with an offset on "

@@ -163,3 +163,29 @@ def test_predict_only_runs_immediate_bounds_and_refuses_loaded_ones():
         assert nki.simulate(immediate)(data).shape == (1, N)
     np.testing.assert_array_equal(nki.simulate(immediate)(np.ones((1, N), np.float32)),
                                   np.full((1, N), 8.0))
+
+
+def test_dynamic_loop_indices_address_and_no_reorder_cannot_wrap_the_loop():
+    # nki-dynamic-loops.rst: the loop index as a scalar_offset, and no_reorder around a
+    # dynamic_range "is NOT supported and will error" (inside the body it is fine).
+    x = np.arange(4 * N, dtype=np.float32).reshape(4, N)
+
+    def gather_rows(a):
+        out = nl.ndarray((4, N), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.dynamic_range(nisa.register_alloc(4)):
+            t = nl.ndarray((1, N), dtype=nl.float32, buffer=nl.sbuf)
+            with nl.no_reorder():
+                nisa.dma_copy(dst=t, src=a.ap([[N, 1], [1, N]], scalar_offset=i,
+                                              indirect_dim=0))
+                nisa.dma_copy(dst=out[i:i + 1, :], src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(gather_rows)(x), x)
+
+    def wrapped(a):
+        with nl.no_reorder():
+            for _ in nl.dynamic_range(nisa.register_alloc(2)):
+                pass
+
+    with pytest.raises(nki.NkiValidationError, match="inside nl.no_reorder"):
+        nki.simulate(wrapped)(x)

@@ -19,6 +19,12 @@ def load(x, dtype=None):
     return t
 
 
+def store(t):
+    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
 def raises(error, kernel, *args, match, target="trn2", **options):
     with pytest.raises(error, match=match) as info:
         nki.jit(kernel, platform_target=target, **options)(*args)
@@ -397,3 +403,45 @@ def test_depends_on_orders_independent_instructions():
         first.depends_on(later)
 
     raises(nki.NkiValidationError, backwards, x, match="issued after its consumer")
+
+
+def test_hardware_dge_rules_and_errors_are_assertions():
+    # nki-dge.rst: hwdge from NeuronCore-v3, triggered by the Scalar or Sync Engine, never
+    # indirect. Rule errors are also AssertionErrors, as AWS's simulator reports them.
+    x = np.ones((8, 16), np.float32)
+
+    def copy(a, eng, indirect):
+        t = nl.ndarray((8, 16), nl.float32)
+        src = a
+        if indirect:
+            idx = nl.ndarray((8, 1), nl.int32)
+            nisa.iota(idx, [[0, 1]], 0, 1)
+            src = a.ap([[16, 8], [1, 16]], vector_offset=idx)
+        nisa.dma_copy(dst=t, src=src, dge_mode=nisa.dge_mode.hwdge, engine=eng)
+        return store(t)
+
+    k = nki.jit(copy, platform_target="trn2")
+    np.testing.assert_array_equal(k(x, nisa.engine.sync, False), x)
+    with pytest.raises(nki.NkiValidationError, match="scalar and nisa.engine.sync"):
+        k(x, nisa.engine.gpsimd, False)
+    with pytest.raises(nki.NkiValidationError, match="does not serve an indirect"):
+        k(x, nisa.engine.scalar, True)
+    with pytest.raises(nki.UnsupportedError, match="NeuronCore-v3"):
+        nki.jit(copy, platform_target="trn1")(x, nisa.engine.sync, False)
+    with pytest.raises(AssertionError, match="partition dimension"):
+        nki.simulate(lambda: nl.ndarray((256, 4), nl.float32))()
+
+
+def test_ml_dtypes_arrays_are_taken_as_their_nki_dtype():
+    # AWS's simulator takes low-precision NumPy inputs as ml_dtypes arrays
+    # (nki/guides/nki_simulator.rst). ml_dtypes is optional here.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8).astype(ml_dtypes.bfloat16)
+
+    def kernel(a):
+        assert a.dtype == "bfloat16"
+        t = nl.ndarray(a.shape, nl.float32)
+        nisa.dma_copy(dst=t, src=a)
+        return store(t)
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(x), x.astype(np.float32))

@@ -863,15 +863,15 @@ def dropout(dst, data, prob, name=None):
     x = ins.values(data, "data")
 
     def result():
-        rng = ins.run.__dict__.get("_rng")
-        if rng is None:
+        generator = ins.run.__dict__.get("_rng")
+        if generator is None:
             import torch
 
             # Seeded from torch's default generator: torch.manual_seed makes kernels
             # reproducible.
-            rng = ins.run._rng = np.random.default_rng(
+            generator = ins.run._rng = np.random.default_rng(
                 int(torch.randint(0, 2**62, (1,)).item()))
-        keep = rng.random((P, F)) >= p
+        keep = generator.random((P, F)) >= p
         # The ISA page says kept elements keep "their original values" (no 1/(1-p) scaling).
         return np.where(keep, x.reshape(P, F), np.zeros((), x.dtype))
 

@@ -51,5 +51,33 @@ def returning_handles(fn):
         run = _RUNS[-1] if _RUNS else None
         first = len(run.records) if run is not None else 0
         fn(*args, **kwargs)
-        return None if run is None else NkiInstruction(run, range(first, len(run.records)))
+        if run is None:
+            return None
+        handle = NkiInstruction(run, range(first, len(run.records)))
+        if kwargs.get("name"):   # for Kernel.with_schedule's edges
+            run.__dict__.setdefault("named", {}).setdefault(kwargs["name"], []).append(handle)
+        return handle
     return call
+
+
+def apply_schedule(run, edges) -> None:
+    """Kernel.with_schedule's edges, `[(name, name | [names]), ...]`: each instruction named
+    by the first waits for those named by the second ("'plus1' depends on 'recip', and so will
+    execute second", nki/guides/how-to-scheduling-apis.rst), within each program."""
+    named = run.__dict__.get("named", {})
+    for edge in edges:
+        dependent, prerequisites = edge
+        prerequisites = [prerequisites] if isinstance(prerequisites, str) else prerequisites
+        for name in [dependent, *prerequisites]:
+            if name not in named:
+                raise NkiValidationError(f"with_schedule: no instruction is named {name!r} "
+                                         f"(name= of an nki.isa call)")
+        for consumer in named[dependent]:
+            for name in prerequisites:
+                for producer in named[name]:
+                    if _program(run, producer) == _program(run, consumer):
+                        consumer.depends_on(producer)
+
+
+def _program(run, handle: NkiInstruction):
+    return run.records[handle._indices[0]].core if handle._indices else None

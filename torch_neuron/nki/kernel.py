@@ -20,6 +20,7 @@ import numpy as np
 
 from torch_neuron.nki import blas, dtypes
 from torch_neuron.nki.cores import Cores
+from torch_neuron.nki.handles import apply_schedule
 from torch_neuron.nki import target as targets
 from torch_neuron.nki.errors import (CapacityError, MemorySpaceError, NkiValidationError,
                                      ShapeError, UninitializedReadError)
@@ -137,6 +138,12 @@ class Kernel:
         kwargs.update(changes)
         return Kernel(self.fn, **kwargs)
 
+    def with_schedule(self, edges) -> "Kernel":
+        """This kernel with extra dependency edges between named instructions,
+        `[(name, name | [names]), ...]`: the first waits for the second
+        (nki/guides/how-to-scheduling-apis.rst)."""
+        return self._with(schedule=[tuple(e) for e in edges])
+
     def __getitem__(self, lnc) -> "Kernel":
         if isinstance(lnc, tuple):
             if len(lnc) != 1:
@@ -216,6 +223,8 @@ class Kernel:
                     result = run.cores.run_all(program_body)[0]
             if probe:
                 return run
+            if self.options.get("schedule"):
+                apply_schedule(run, self.options["schedule"])
             run.result = _convert_result(result, like_torch, device, run)
             for inp in inputs.values():
                 inp.write_back()

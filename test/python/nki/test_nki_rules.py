@@ -445,3 +445,34 @@ def test_ml_dtypes_arrays_are_taken_as_their_nki_dtype():
         return store(t)
 
     np.testing.assert_array_equal(nki.simulate(kernel)(x), x.astype(np.float32))
+
+
+def test_with_schedule_orders_named_instructions():
+    # nki/guides/how-to-scheduling-apis.rst: kernel.with_schedule([(dependent, prerequisite)])
+    # makes the first named instruction wait for the second. Two independent instructions on
+    # different engines run side by side without it.
+    x = np.ones((128, 512), np.float32)
+
+    @nki.jit(platform_target="trn2")
+    def kernel(a):
+        t = load(a)
+        e = nl.ndarray(t.shape, nl.float32)
+        nisa.activation(dst=e, op=nl.exp, data=t, name="exp")
+        g = nl.ndarray(t.shape, nl.float32)
+        nisa.memset(dst=g, value=2.0, engine=nisa.engine.gpsimd, name="fill")
+        nisa.tensor_tensor(dst=e, data1=e, data2=g, op=nl.add)
+        return store(e)
+
+    def times(k):
+        p = nki.profile(k, x)
+        (a,), (f,) = ([p.instruction(i) for i, r in enumerate(p.records) if r.name == n]
+                      for n in ("activation", "memset"))
+        return p, a, f
+
+    _, act, fill = times(kernel)
+    assert fill.start_us < act.end_us                       # side by side
+    p, act, fill = times(kernel.with_schedule([("fill", ["exp"])]))
+    assert fill.start_us >= act.end_us
+    np.testing.assert_allclose(p.run.result, np.exp(x) + 2, rtol=1e-6)
+    with pytest.raises(nki.NkiValidationError, match="no instruction is named 'nope'"):
+        kernel.with_schedule([("fill", "nope")])(x)

@@ -917,8 +917,6 @@ from torch_neuron.nki.isa_vector import (activate2, exponential, max8,  # noqa: 
                                          tensor_scalar_reduce)
 
 
-# Instructions of the current release not implemented yet: a clear error instead of
-# AttributeError, so a kernel using them says what is missing.
 from torch_neuron.nki.handles import NkiInstruction, returning_handles  # noqa: E402
 
 # Every instruction returns its NkiInstruction (handles.py), except the two that complete in
@@ -936,16 +934,3 @@ for _name in ("dma_copy", "dma_transpose", "dma_compute", "tensor_copy", "memset
               "rand_get_state", "topk"):
     globals()[_name] = returning_handles(globals()[_name])
 del _name
-
-_NOT_IMPLEMENTED: tuple = ()
-
-
-def __getattr__(name):
-    if name in _NOT_IMPLEMENTED:
-        def missing(*args, **kwargs):
-            raise UnsupportedError(f"nisa.{name} is part of NKI but not implemented by "
-                                   f"torch_neuron's simulator yet (docs/nki.md)",
-                                   instruction=name)
-        return missing
-    raise AttributeError(f"module 'nki.isa' has no attribute {name!r}")
-

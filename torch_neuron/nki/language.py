@@ -706,16 +706,3 @@ def dropout(x, rate, dtype=None) -> NkiTensor:
 def expand_dims(x, axis) -> NkiTensor:
     """A view of x with a new dim of size 1 at `axis` (not the partition dim)."""
     return x.expand_dim(int(axis) % (x.ndim + 1))
-
-
-_NOT_IMPLEMENTED: tuple = ()
-
-
-def __getattr__(name):
-    if name in _NOT_IMPLEMENTED:
-        def missing(*args, **kwargs):
-            raise _UnsupportedError(f"nl.{name} is part of NKI but not implemented by "
-                                    f"torch_neuron's simulator yet (docs/nki.md)")
-        return missing
-    raise AttributeError(f"module 'nki.language' has no attribute {name!r}")
-

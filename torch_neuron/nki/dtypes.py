@@ -225,10 +225,15 @@ def _float_format(dt: DType) -> tuple[int, int, int]:
 
 
 def encode_float(values: np.ndarray, ebits: int, mbits: int, bias: int,
-                 nan_code: int, inf_code=None) -> np.ndarray:
+                 special: str) -> np.ndarray:
     """The sign/exponent/mantissa codes of values exactly representable in the format (as the
-    simulator stores them: rounded on write); NaN becomes `nan_code`, infinities `inf_code`
-    (NaN for formats without them)."""
+    simulator stores them: rounded on write). `special` as decode_float's: NaN becomes the
+    format's quiet NaN (all ones for "fn"), infinities the all-ones exponent ("ieee") or NaN
+    (formats without them)."""
+    exponent_ones = ((1 << ebits) - 1) << mbits
+    nan_code = (1 << (ebits + mbits)) - 1 if special == "fn" else \
+        exponent_ones | 1 << (mbits - 1)
+    inf_code = exponent_ones if special == "ieee" else None
     payload = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.int64)
     x = np.asarray(values, dtype=np.float64)
     sign = np.signbit(x).astype(np.int64) << (ebits + mbits)
@@ -282,12 +287,9 @@ def decode_float(codes: np.ndarray, ebits: int, mbits: int, bias: int,
 
 
 def _narrow_codec(dt: DType):
-    ebits, mbits, bias = _float_format(dt)
-    all_ones = (1 << (ebits + mbits)) - 1
-    if dt.has_inf:   # IEEE-like: inf is the all-ones exponent, NaN adds a mantissa bit
-        return (ebits, mbits, bias, (all_ones >> mbits << mbits) | (1 << (mbits - 1)),
-                all_ones >> mbits << mbits, "ieee")
-    return ebits, mbits, bias, all_ones, None, "fn"
+    """(exponent bits, mantissa bits, bias, special values) of a one-byte narrow float: IEEE-like
+    with infinities, or "fn" (OCP float8_e4m3fn: no infinities, one NaN)."""
+    return (*_float_format(dt), "ieee" if dt.has_inf else "fn")
 
 
 def to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
@@ -297,8 +299,7 @@ def to_bytes(values: np.ndarray, dt: DType) -> np.ndarray:
         bits = (v.astype(np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
         return bits.reshape(-1).view(np.uint8)
     if dt.narrow and dt.itemsize == 1:
-        ebits, mbits, bias, nan_code, inf_code, _ = _narrow_codec(dt)
-        return encode_float(v, ebits, mbits, bias, nan_code, inf_code).astype(np.uint8).reshape(-1)
+        return encode_float(v, *_narrow_codec(dt)).astype(np.uint8).reshape(-1)
     # tfloat32 is a float32 container; the rest are stored as themselves.
     return v.astype(dt.storage).reshape(-1).view(np.uint8)
 
@@ -310,6 +311,5 @@ def from_bytes(raw: np.ndarray, dt: DType) -> np.ndarray:
         bits = raw.view(np.uint16).astype(np.uint32) << np.uint32(16)
         return bits.view(np.float32)
     if dt.narrow and dt.itemsize == 1:
-        ebits, mbits, bias, _, _, special = _narrow_codec(dt)
-        return decode_float(raw, ebits, mbits, bias, special)
+        return decode_float(raw, *_narrow_codec(dt))
     return raw.view(dt.storage).copy()

@@ -58,10 +58,7 @@ def unpack(bits: np.ndarray, dtype: str) -> np.ndarray:
 def pack(values: np.ndarray, dtype: str) -> np.ndarray:
     """x4 words [..., F] of values [..., F * 4] exactly representable in the element format."""
     ebits, mbits, bias, special, width = _ELEMENT[dtype]
-    nan_code = (1 << (ebits + mbits)) - 1 if special == "fn" else \
-        ((1 << ebits) - 1) << mbits | 1 << (mbits - 1)
-    inf_code = ((1 << ebits) - 1) << mbits if special == "ieee" else None
-    codes = dtypes.encode_float(values, ebits, mbits, bias, nan_code, inf_code)
+    codes = dtypes.encode_float(values, ebits, mbits, bias, special)
     codes = codes.reshape(codes.shape[:-1] + (-1, 4))
     shifts = np.arange(4, dtype=np.int64) * width
     words = (codes << shifts).sum(axis=-1)
